@@ -1,0 +1,1 @@
+"""A tiny inventory package with a few real defects for Remora to find."""

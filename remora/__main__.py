@@ -1,0 +1,3 @@
+from remora.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Which agents exist: the bundled ones plus those named in the configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+import remora
+from remora.agents.definition import Agent, load_agent, load_definition
+from remora.config import LoadedSettings
+from remora.yamlfile import UserInputError
+
+DEFINITION_FILE = "agent.yaml"
+
+
+def bundled_agents_dir() -> Path:
+    package = Path(remora.__file__).parent
+    installed = package / "bundled_agents"  # where the wheel puts the top-level agents/ folder
+    return installed if installed.is_dir() else package.parent / "agents"
+
+
+class AgentEntry(BaseModel):
+    name: str
+    path: Path
+    bundled: bool
+    enabled: bool
+
+
+def agent_entries(loaded: LoadedSettings) -> list[AgentEntry]:
+    """Every known agent, bundled first, then those only the configuration names."""
+    configured = loaded.settings.agents
+    entries: dict[str, AgentEntry] = {}
+    root = bundled_agents_dir()
+    for path in sorted(root.glob(f"*/{DEFINITION_FILE}")) if root.is_dir() else []:
+        name = path.parent.name
+        settings = configured.get(name)
+        entries[name] = AgentEntry(
+            name=name, path=path, bundled=True, enabled=settings.enabled if settings else True
+        )
+    for name, settings in configured.items():
+        custom = loaded.agent_definition_path(name)
+        if custom is None and name not in entries:
+            raise UserInputError(
+                f"agents.{name}: no bundled agent is called {name!r}; "
+                f"set agents.{name}.definition to its YAML file "
+                f"(bundled: {', '.join(entries) or 'none'})"
+            )
+        if custom is not None:
+            entries[name] = AgentEntry(
+                name=name, path=custom, bundled=False, enabled=settings.enabled
+            )
+    return list(entries.values())
+
+
+def select_agents(loaded: LoadedSettings, names: list[str] | None = None) -> list[Agent]:
+    """Load the agents to run: `names` if given (enabled or not), else every enabled agent."""
+    entries = {entry.name: entry for entry in agent_entries(loaded)}
+    if names:
+        unknown = [name for name in names if name not in entries]
+        if unknown:
+            raise UserInputError(
+                f"--agents: unknown agent(s) {', '.join(unknown)}; "
+                f"known: {', '.join(entries) or 'none'}"
+            )
+        chosen = [entries[name] for name in names]
+    else:
+        chosen = [entry for entry in entries.values() if entry.enabled]
+    settings = loaded.settings
+    agents = []
+    for entry in chosen:
+        own = settings.agents.get(entry.name)
+        agent = load_agent(
+            entry.path,
+            model=(own.model if own and own.model else settings.server.model),
+            max_turns=(own.max_turns if own and own.max_turns else settings.runner.max_turns),
+            options=own.options if own else None,
+        )
+        if agent.name != entry.name:
+            raise UserInputError(
+                f"{entry.path}: name: the agent is configured as {entry.name!r} "
+                f"but its definition says {agent.name!r}"
+            )
+        agents.append(agent)
+    return agents
+
+
+def describe_definition(path: Path) -> tuple[str, list[str]]:
+    definition = load_definition(path)
+    return definition.description, [tool.name for tool in definition.tools]

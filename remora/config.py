@@ -1,0 +1,241 @@
+"""Configuration: defaults < config file < REMORA_* environment < command-line flags.
+
+The config file is `--config FILE`, else the nearest `remora.yaml` (or `.remora.yaml`), else the
+nearest `pyproject.toml` with a `[tool.remora]` table, searched from the working directory up.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from remora.yamlfile import UserInputError, YamlFile, validation_messages
+
+CONFIG_FILE_NAMES = ("remora.yaml", ".remora.yaml")
+ENV_PREFIX = "REMORA_"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerSettings(Section):
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 for a local vLLM."""
+    api_key: SecretStr = SecretStr("EMPTY")
+    """Sent as a bearer token; vLLM accepts anything unless started with --api-key."""
+    model: str = "google/functiongemma-270m-it"
+    """Served model name (or LoRA adapter name) used by agents without their own."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds to wait for one model reply."""
+    retries: int = Field(default=3, ge=0, le=20)
+    """Retries with exponential backoff on connection errors, timeouts, 429 and 5xx."""
+
+
+class ModelProfileName(StrEnum):
+    AUTO = "auto"
+    FUNCTIONGEMMA = "functiongemma"
+    OPENAI = "openai"
+
+
+class RunnerSettings(Section):
+    max_turns: int | None = Field(default=None, ge=1, le=100)
+    """Overrides every agent's own max_turns when set."""
+    max_tokens: int = Field(default=512, ge=16)
+    """Completion token limit per model reply."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    model_profile: ModelProfileName = ModelProfileName.AUTO
+    """How tool choice is steered: functiongemma, openai, or auto (from the model name)."""
+    max_repairs: int = Field(default=3, ge=0, le=20)
+    """Bad model replies (unknown tool, invalid arguments, no call...) tolerated per job."""
+    job_timeout: float = Field(default=300.0, gt=0)
+    """Wall-clock seconds one node x agent job may take."""
+
+
+class SandboxSettings(Section):
+    tool_timeout: float = Field(default=10.0, gt=0)
+    """Seconds of sandboxed execution one tool call may take."""
+    max_memory_mb: int = Field(default=256, ge=8)
+    """Heap limit of one tool call, in MiB."""
+
+
+class AgentSettings(Section):
+    enabled: bool = True
+    definition: Path | None = None
+    """Path to the agent's YAML file; bundled agents need none."""
+    model: str | None = None
+    """Served model or LoRA adapter name for this agent (overrides server.model)."""
+    max_turns: int | None = Field(default=None, ge=1, le=100)
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Agent-specific options, merged over the defaults in the agent's YAML."""
+
+
+class RemoraSettings(BaseSettings):
+    # Only explicit data is validated here: env, file and flags are merged by `load_settings`,
+    # which needs to know where each value came from to name it in errors.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    runner: RunnerSettings = Field(default_factory=RunnerSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    concurrency: int = Field(default=64, ge=1, le=4096)
+    """Jobs in flight at once; keep it high enough to fill the server's batch."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+@dataclass
+class LoadedSettings:
+    settings: RemoraSettings
+    config_file: Path | None
+    """The file the settings came from; relative paths in it are relative to its folder."""
+    layers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.config_file.parent if self.config_file else Path.cwd()
+
+    def agent_definition_path(self, name: str) -> Path | None:
+        agent = self.settings.agents.get(name)
+        if agent is None or agent.definition is None:
+            return None
+        return (self.base_dir / agent.definition).resolve()
+
+
+def find_config_file(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        for name in CONFIG_FILE_NAMES:
+            if (folder / name).is_file():
+                return folder / name
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file() and "remora" in _read_pyproject(pyproject).get("tool", {}):
+            return pyproject
+    return None
+
+
+def _read_pyproject(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserInputError(f"{path}: cannot read: {exc}") from exc
+
+
+def _read_config_file(path: Path) -> tuple[dict[str, Any], YamlFile | None]:
+    if path.name == "pyproject.toml":
+        table = _read_pyproject(path).get("tool", {}).get("remora", {})
+        return table, None
+    document = YamlFile.load(path)
+    if document.data is None:
+        return {}, document
+    if not isinstance(document.data, dict):
+        raise UserInputError(f"{path}:1: the config file must be a mapping of sections")
+    return document.data, document
+
+
+def parse_override(item: str) -> dict[str, Any]:
+    """`runner.max_turns=5` -> {"runner": {"max_turns": 5}}; values are YAML scalars."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise UserInputError(f"-c {item!r}: expected KEY=VALUE, e.g. -c runner.max_turns=5")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    tree: dict[str, Any] = {}
+    node = tree
+    *parents, leaf = key.strip().split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    return tree
+
+
+def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _has_path(data: Mapping[str, Any], loc: Sequence[str | int]) -> bool:
+    node: Any = data
+    for part in loc:
+        if not isinstance(node, Mapping) or str(part) not in node:
+            return False
+        node = node[str(part)]
+    return True
+
+
+def load_settings(
+    config_file: Path | None = None,
+    cli: Mapping[str, Any] | None = None,
+    cwd: Path | None = None,
+) -> LoadedSettings:
+    """Merge every source; raise UserInputError naming the source, the key and what is allowed."""
+    if config_file is not None and not config_file.is_file():
+        raise UserInputError(f"--config {config_file}: no such file")
+    path = config_file or find_config_file((cwd or Path.cwd()).resolve())
+    file_data, document = _read_config_file(path) if path else ({}, None)
+    env_data = _read_env()
+    cli_data = dict(cli or {})
+    merged = deep_merge(deep_merge(file_data, env_data), cli_data)
+
+    def where(loc: Sequence[str | int]) -> str:
+        if _has_path(cli_data, loc):
+            return "command line"
+        if _has_path(env_data, loc):
+            return "environment " + ENV_PREFIX + "__".join(str(p) for p in loc).upper()
+        if document is not None:
+            return document.where(loc)
+        if path is not None:
+            return f"{path} [tool.remora]"
+        return "configuration"
+
+    try:
+        settings = RemoraSettings(**merged)
+    except ValidationError as exc:
+        lines = validation_messages(exc, where, RemoraSettings)
+        raise UserInputError("invalid configuration:\n  " + "\n  ".join(lines)) from exc
+    layers = {"file": file_data, "env": env_data, "cli": cli_data}
+    return LoadedSettings(settings=settings, config_file=path, layers=layers)
+
+
+def _read_env() -> dict[str, Any]:
+    data: dict[str, Any] = EnvSettingsSource(RemoraSettings)()
+    return data
+
+
+def render_settings(settings: RemoraSettings, output_format: str) -> str:
+    data = settings.model_dump(mode="json")
+    if output_format == "json":
+        return json.dumps(data, indent=2, sort_keys=False) + "\n"
+    return yaml.safe_dump(data, sort_keys=False)

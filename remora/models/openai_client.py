@@ -1,0 +1,110 @@
+"""Any OpenAI-compatible chat-completions server (vLLM first) behind the ChatModel interface."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI
+
+from remora.config import ServerSettings
+from remora.protocol.messages import Message, ModelError, ModelReply, ToolCall, ToolChoice
+from remora.results import ErrorCode, Usage
+
+SERVER_DOCS = "docs/SERVER_SETUP.md"
+
+
+class OpenAIChatModel:
+    """Retries with exponential backoff (connection errors, timeouts, 429 honouring Retry-After,
+    5xx) are the OpenAI client's own; `server.retries` sets how many."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        if not settings.base_url:
+            raise ValueError("server.base_url is not set")
+        self.base_url = settings.base_url
+        self.client = AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key.get_secret_value() or "EMPTY",
+            timeout=settings.timeout,
+            max_retries=settings.retries,
+        )
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    async def list_models(self) -> list[str]:
+        """Ask the server once which models it serves; tells apart 'unreachable' from the rest."""
+        try:
+            page = await self.client.models.list()
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise ModelError(
+                f"cannot reach the model server at {self.base_url} ({exc}). Start one, or point "
+                f"Remora at one with --base-url or server.base_url; see {SERVER_DOCS}",
+                ErrorCode.SERVER_UNREACHABLE,
+            ) from exc
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"the model server at {self.base_url} answered GET /models with HTTP "
+                f"{exc.status_code}: {_error_text(exc)}; see {SERVER_DOCS}",
+                ErrorCode.SERVER_UNREACHABLE,
+            ) from exc
+        return [model.id for model in page.data]
+
+    async def complete(
+        self,
+        *,
+        model: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        tool_choice: ToolChoice,
+        max_tokens: int,
+        temperature: float,
+    ) -> ModelReply:
+        try:
+            response = await self.client.chat.completions.create(
+                model=model,
+                messages=messages,  # type: ignore[arg-type]
+                tools=tools,  # type: ignore[arg-type]
+                tool_choice=tool_choice,  # type: ignore[arg-type]
+                max_tokens=max_tokens,
+                temperature=temperature,
+            )
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise ModelError(f"no reply from {self.base_url}: {exc}") from exc
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"{self.base_url} answered HTTP {exc.status_code}: {_error_text(exc)}"
+            ) from exc
+        except (openai.APIError, ValueError) as exc:  # e.g. a body that is not JSON
+            raise ModelError(f"unusable reply from {self.base_url}: {exc}") from exc
+        choices = getattr(response, "choices", None)
+        if not choices or choices[0].message is None:
+            raise ModelError(f"reply from {self.base_url} has no message (no choices)")
+        message = choices[0].message
+        calls = [
+            ToolCall(
+                id=call.id or f"call_{index}",
+                name=call.function.name or "",
+                arguments=call.function.arguments or "",
+            )
+            for index, call in enumerate(message.tool_calls or [])
+            if call.type == "function"
+        ]
+        usage = response.usage
+        return ModelReply(
+            content=message.content,
+            tool_calls=calls,
+            usage=Usage(
+                prompt_tokens=usage.prompt_tokens if usage else 0,
+                completion_tokens=usage.completion_tokens if usage else 0,
+            ),
+        )
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and "message" in inner:
+            return str(inner["message"])
+    return str(exc.message)

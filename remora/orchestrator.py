@@ -1,0 +1,80 @@
+"""Every node x agent job in one task group under one capacity limit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import anyio
+
+from remora.agents.definition import Agent
+from remora.config import RemoraSettings
+from remora.discovery.nodes import Node
+from remora.protocol.messages import ChatModel
+from remora.protocol.profiles import resolve_profile
+from remora.results import ErrorCode, JobError, JobResult, JobStatus
+from remora.runner import FunctionGemmaRunner
+from remora.sandbox.executor import ToolSandbox
+from remora.workspace import Workspace
+
+Job = tuple[Agent, Node]
+
+
+def plan_jobs(agents: Sequence[Agent], nodes: Sequence[Node]) -> list[Job]:
+    """Jobs of one agent are scheduled together: they share a prompt prefix the server caches."""
+    return [(agent, node) for agent in agents for node in nodes if agent.handles(node)]
+
+
+async def run_jobs(
+    jobs: Sequence[Job],
+    *,
+    model: ChatModel,
+    settings: RemoraSettings,
+    root: Path,
+    on_result: Callable[[JobResult], None] | None = None,
+) -> list[JobResult]:
+    """Run every job; a job that crashes becomes an `error` result and never stops the others.
+
+    Results come back in job order whatever order they finished in.
+    """
+    results: list[JobResult | None] = [None] * len(jobs)
+    limiter = anyio.CapacityLimiter(settings.concurrency)
+
+    async with ToolSandbox(settings.sandbox) as sandbox:
+
+        async def run_one(index: int, agent: Agent, node: Node) -> None:
+            async with limiter:
+                profile = resolve_profile(
+                    settings.runner.model_profile, settings.server.model, agent.model
+                )
+                runner = FunctionGemmaRunner(
+                    agent,
+                    node,
+                    model=model,
+                    sandbox=sandbox,
+                    workspace=Workspace(root),
+                    profile=profile,
+                    settings=settings.runner,
+                )
+                try:
+                    result = await runner.run()
+                except Exception as exc:  # a bug in one job must not take the run down
+                    result = crashed(agent, node, exc, turns=runner.turns)
+            results[index] = result
+            if on_result is not None:
+                on_result(result)
+
+        async with anyio.create_task_group() as group:
+            for index, (agent, node) in enumerate(jobs):
+                group.start_soon(run_one, index, agent, node)
+    return [result for result in results if result is not None]
+
+
+def crashed(agent: Agent, node: Node, exc: BaseException, *, turns: int = 0) -> JobResult:
+    return JobResult(
+        node=node,
+        agent=agent.name,
+        status=JobStatus.ERROR,
+        turns=turns,
+        error=JobError(code=ErrorCode.INTERNAL, message=f"{type(exc).__name__}: {exc}"),
+    )

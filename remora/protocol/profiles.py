@@ -1,0 +1,50 @@
+"""Model profiles: how to ask each model family for tool calls and force the final one.
+
+FunctionGemma behind vLLM must not get `tool_choice="required"` or a named choice: vLLM then
+forces plain JSON instead of the model's native call syntax and the model degrades. So for
+FunctionGemma every turn uses "auto", and the last turn offers only `submit_result`. Models that
+handle JSON-constrained calls well use "required" and, on the last turn, a named choice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from remora.agents.definition import SUBMIT_RESULT, Agent
+from remora.config import ModelProfileName
+from remora.protocol.messages import ToolChoice
+
+
+class ModelProfile(BaseModel):
+    name: ModelProfileName
+    tool_choice: Literal["auto", "required"]
+    final_turn: Literal["only_submit_tool", "named_choice"]
+
+    def request_tools(
+        self, agent: Agent, *, last_turn: bool
+    ) -> tuple[list[dict[str, Any]], ToolChoice]:
+        if not last_turn:
+            return agent.tool_schemas(), self.tool_choice
+        if self.final_turn == "only_submit_tool":
+            return [agent.submit_schema()], self.tool_choice
+        return agent.tool_schemas(), {"type": "function", "function": {"name": SUBMIT_RESULT}}
+
+
+PROFILES = {
+    ModelProfileName.FUNCTIONGEMMA: ModelProfile(
+        name=ModelProfileName.FUNCTIONGEMMA, tool_choice="auto", final_turn="only_submit_tool"
+    ),
+    ModelProfileName.OPENAI: ModelProfile(
+        name=ModelProfileName.OPENAI, tool_choice="required", final_turn="named_choice"
+    ),
+}
+
+
+def resolve_profile(name: ModelProfileName, *model_names: str) -> ModelProfile:
+    """`auto` picks FunctionGemma's profile when any of the model names mentions gemma."""
+    if name is ModelProfileName.AUTO:
+        is_gemma = any("gemma" in model.lower() for model in model_names)
+        name = ModelProfileName.FUNCTIONGEMMA if is_gemma else ModelProfileName.OPENAI
+    return PROFILES[name]

@@ -1,0 +1,230 @@
+"""The turn loop: one agent on one node, model and sandboxed tools taking turns until
+`submit_result`, the turn limit, the time limit or a model error."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anyio
+import jsonschema
+from pydantic import ValidationError
+
+from remora.agents.definition import SUBMIT_RESULT, Agent, Tool
+from remora.config import RunnerSettings
+from remora.discovery.nodes import Node
+from remora.protocol.messages import ChatModel, Message, ModelError, ToolCall, tool_message
+from remora.protocol.profiles import ModelProfile
+from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, Usage
+from remora.sandbox.executor import ToolOutcome, ToolSandbox
+from remora.workspace import Workspace
+
+REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
+FINAL_REMINDER = "This is the last turn: call submit_result now."
+
+
+class JobEnded(Exception):
+    """The agent stopped without a valid submit_result."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = JobError(code=code, message=message)
+
+
+class BadCall(Exception):
+    """A call the model got wrong; the message goes back to it as the tool result."""
+
+
+class FunctionGemmaRunner:
+    def __init__(
+        self,
+        agent: Agent,
+        node: Node,
+        *,
+        model: ChatModel,
+        sandbox: ToolSandbox,
+        workspace: Workspace,
+        profile: ModelProfile,
+        settings: RunnerSettings,
+    ) -> None:
+        self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
+        self.workspace, self.profile, self.settings = workspace, profile, settings
+        self.tools = {tool.name: tool for tool in agent.tools}
+        # Unknown argument names are rejected: they mean the model invented a parameter.
+        self.validators = {
+            schema["function"]["name"]: jsonschema.Draft202012Validator(
+                {**schema["function"]["parameters"], "additionalProperties": False}
+            )
+            for schema in agent.tool_schemas()
+        }
+        self.messages: list[Message] = []
+        self.turns = 0
+        self.repairs = 0
+        self.usage = Usage()
+        self.findings: dict[tuple[object, ...], Finding] = {}
+        self.seen_calls: set[tuple[str, str]] = set()
+
+    async def run(self) -> JobResult:
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(self.settings.job_timeout):
+                submitted = await self._turn_loop()
+            status, error = JobStatus.SUCCESS, None
+        except JobEnded as ended:
+            submitted, status, error = None, JobStatus.FAILED, ended.error
+        except TimeoutError:
+            message = f"the job took longer than runner.job_timeout={self.settings.job_timeout}s"
+            submitted, status = None, JobStatus.FAILED
+            error = JobError(code=ErrorCode.TIME_LIMIT, message=message)
+        except ModelError as exc:
+            submitted, status = None, JobStatus.ERROR
+            error = JobError(code=exc.code, message=exc.message)
+        return JobResult(
+            node=self.node,
+            agent=self.agent.name,
+            status=status,
+            summary=str((submitted or {}).get("summary", "")),
+            findings=list(self.findings.values()),
+            changes=self.workspace.diff() if status is JobStatus.SUCCESS else [],
+            submitted=submitted,
+            turns=self.turns,
+            usage=self.usage,
+            duration_s=time.perf_counter() - started,
+            error=error,
+        )
+
+    async def _turn_loop(self) -> dict[str, Any]:
+        self.messages = [
+            {"role": "system", "content": self.agent.definition.system_prompt},
+            {"role": "user", "content": self.agent.render_context(self.node)},
+        ]
+        while True:
+            self.turns += 1
+            last_turn = self.turns >= self.agent.max_turns
+            tools, tool_choice = self.profile.request_tools(self.agent, last_turn=last_turn)
+            reply = await self.model.complete(
+                model=self.agent.model,
+                messages=self.messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                max_tokens=self.settings.max_tokens,
+                temperature=self.settings.temperature,
+            )
+            self.usage.prompt_tokens += reply.usage.prompt_tokens
+            self.usage.completion_tokens += reply.usage.completion_tokens
+            self.messages.append(reply.as_message())
+            if reply.tool_calls:
+                offered = {schema["function"]["name"] for schema in tools}
+                submitted, problems = await self._dispatch(reply.tool_calls, offered)
+                if submitted is not None:
+                    return submitted
+            else:
+                problems = ["the reply contained no function call"]
+                next_is_last = self.turns + 1 >= self.agent.max_turns
+                reminder = FINAL_REMINDER if next_is_last else REMINDER
+                self.messages.append({"role": "user", "content": reminder})
+            if last_turn:
+                raise JobEnded(
+                    ErrorCode.TURN_LIMIT,
+                    f"no valid submit_result within {self.agent.max_turns} turns "
+                    f"(last reply: {'; '.join(problems) or 'other tool calls'})",
+                )
+            if problems:
+                self._count_repair(problems)
+
+    def _count_repair(self, problems: list[str]) -> None:
+        self.repairs += 1
+        if self.repairs > self.settings.max_repairs:
+            raise JobEnded(
+                ErrorCode.INVALID_MODEL_OUTPUT,
+                f"{self.repairs} unusable model replies (runner.max_repairs="
+                f"{self.settings.max_repairs}); last: {'; '.join(problems)}",
+            )
+
+    async def _dispatch(
+        self, calls: list[ToolCall], offered: set[str]
+    ) -> tuple[dict[str, Any] | None, list[str]]:
+        """Validate every call, run the valid tool calls concurrently, append their results in
+        call order. Returns the submitted result, if any, and the problems to repair."""
+        outcomes: list[ToolOutcome | None] = [None] * len(calls)
+        problems: list[str] = []
+        submitted: dict[str, Any] | None = None
+        runnable: list[tuple[int, Tool, dict[str, Any]]] = []
+        for index, call in enumerate(calls):
+            try:
+                arguments = self._validate(call, offered)
+            except BadCall as bad:
+                problems.append(f"{call.name}: {bad}")
+                outcomes[index] = ToolOutcome(ok=False, error=str(bad))
+                continue
+            if call.name == SUBMIT_RESULT:
+                submitted = arguments
+                outcomes[index] = ToolOutcome(ok=True, value="submitted")
+            else:
+                runnable.append((index, self.tools[call.name], arguments))
+
+        async def run_one(index: int, tool: Tool, arguments: dict[str, Any]) -> None:
+            outcomes[index] = await self._run_tool(tool, arguments)
+
+        async with anyio.create_task_group() as group:
+            for index, tool, arguments in runnable:
+                group.start_soon(run_one, index, tool, arguments)
+        for call, outcome in zip(calls, outcomes, strict=True):
+            assert outcome is not None
+            self.messages.append(tool_message(call, outcome.content()))
+        return submitted, problems
+
+    def _validate(self, call: ToolCall, offered: set[str]) -> dict[str, Any]:
+        if call.name not in offered:
+            raise BadCall(
+                f"unknown tool {call.name[:80]!r}; available now: {', '.join(sorted(offered))}"
+            )
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise BadCall(f"arguments are not valid JSON ({exc.msg})") from None
+        if not isinstance(arguments, dict):
+            raise BadCall("arguments must be a JSON object")
+        errors = [
+            f"{'/'.join(str(part) for part in error.absolute_path) or 'arguments'}: {error.message}"
+            for error in self.validators[call.name].iter_errors(arguments)
+        ]
+        if errors:
+            raise BadCall("invalid arguments: " + "; ".join(sorted(errors)))
+        key = (call.name, json.dumps(arguments, sort_keys=True))
+        if key in self.seen_calls:
+            raise BadCall("this exact call was already made; its result is above")
+        self.seen_calls.add(key)
+        return arguments
+
+    async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
+        defaults = {
+            name: spec.default for name, spec in tool.spec.inputs.items() if not spec.required
+        }
+        inputs = {**defaults, **arguments, **self._context(tool)}
+        outcome = await self.sandbox.run(tool, inputs, self.workspace)
+        if outcome.ok and isinstance(outcome.value, dict) and "findings" in outcome.value:
+            try:
+                self._record_findings(outcome.value["findings"])
+            except (ValidationError, TypeError) as exc:
+                return ToolOutcome(ok=False, error=f"{tool.name} returned bad findings: {exc}")
+        return outcome
+
+    def _context(self, tool: Tool) -> dict[str, Any]:
+        """Injected inputs: the script sees them, the model never does."""
+        context: dict[str, Any] = {"node": self.node.model_dump(), "options": self.agent.options}
+        if "file_text" in tool.spec.context:
+            context["file_text"] = self.workspace.read_text(self.node.file)
+        return context
+
+    def _record_findings(self, raw: object) -> None:
+        if not isinstance(raw, list):
+            raise TypeError("'findings' must be a list")
+        for item in raw:
+            if not isinstance(item, dict):
+                raise TypeError("each finding must be a dict")
+            data = {"file": self.node.file, "line": self.node.start_line, **item}
+            finding = Finding.model_validate(data)
+            key = (finding.rule, finding.file, finding.line, finding.column, finding.message)
+            self.findings.setdefault(key, finding)

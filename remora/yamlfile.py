@@ -1,0 +1,115 @@
+"""YAML files that remember where each key was written, so errors can name file, line and key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+
+class UserInputError(Exception):
+    """Bad input from the user (a config file, an agent definition, a flag): exit code 2.
+
+    The message is complete and meant to be printed as it is.
+    """
+
+
+@dataclass(frozen=True)
+class YamlFile:
+    path: Path
+    data: Any
+    _root: yaml.Node | None
+
+    @classmethod
+    def load(cls, path: Path) -> YamlFile:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserInputError(f"{path}: cannot read: {exc}") from exc
+        try:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise UserInputError(f"{where}: not valid YAML: {problem}") from exc
+        return cls(path=path, data=data, _root=root)
+
+    def line_of(self, loc: Sequence[str | int]) -> int | None:
+        """1-based line of the deepest key in `loc` that exists in the file."""
+        node = self._root
+        line = None
+        for part in loc:
+            if isinstance(node, yaml.MappingNode):
+                match = next((kv for kv in node.value if kv[0].value == str(part)), None)
+                if match is None:
+                    break
+                line = match[0].start_mark.line + 1
+                node = match[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+                if part >= len(node.value):
+                    break
+                node = node.value[part]
+                line = node.start_mark.line + 1
+            else:
+                break
+        return line
+
+    def where(self, loc: Sequence[str | int]) -> str:
+        line = self.line_of(loc)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The pydantic model that holds the key at the end of `loc`."""
+    current: Any = model
+    parts = list(loc[:-1])
+    while parts:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(parts.pop(0)))
+        if field is None:
+            return None
+        current = field.annotation
+        # Unwrap containers (dict[str, Model], list[Model], Model | None) down to the model.
+        while get_origin(current) is not None:
+            args = [a for a in get_args(current) if a is not type(None)]
+            if get_origin(current) in (dict, list) and parts:
+                parts.pop(0)
+            current = args[-1] if args else None
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return current
+    return None
+
+
+def describe_error(error: Any, model: type[BaseModel] | None = None) -> str:
+    """One pydantic error in words a user can act on (pydantic already lists allowed values)."""
+    if error["type"] == "extra_forbidden":
+        holder = _model_at(model, error["loc"]) if model else None
+        if holder is None:
+            return "unknown key"
+        return "unknown key; allowed keys: " + ", ".join(sorted(holder.model_fields))
+    message = str(error["msg"])
+    value = error.get("input")
+    if error["type"] != "missing" and isinstance(value, str | int | float | bool):
+        message += f" (got {value!r})"
+    return message
+
+
+def validation_messages(
+    exc: ValidationError, where: Any, model: type[BaseModel] | None = None
+) -> list[str]:
+    """`where(loc)` tells where a location came from, e.g. 'remora.yaml:12'."""
+    return [
+        f"{where(err['loc'])}: {format_loc(err['loc'])}: {describe_error(err, model)}"
+        for err in exc.errors()
+    ]

@@ -1,0 +1,104 @@
+"""Shared fixtures: sample projects and agents written into tmp_path, the scripted model."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SAMPLE_MODULE = '''\
+"""Sample module."""
+
+
+def shout(text):
+    # TODO: handle None
+    return text.upper()
+'''
+
+TWO_TOOL_AGENT = """\
+name: probe
+description: A two-tool agent used by the end-to-end tests.
+node_types: [function]
+max_turns: 3
+system_prompt: You inspect code. Use the tools, then submit_result.
+node_context: |
+  Inspect {{ node.qualified_name }} in {{ node.file }}:
+  {{ node.text }}
+tools:
+  - name: find_todos
+    script: tools/find_todos.pym
+    description: Report TODO comments in the node.
+    inputs:
+      marker:
+        type: string
+        default: TODO
+        description: The comment marker to look for.
+    context: [file_text]
+  - name: replace_text
+    script: tools/replace_text.pym
+    description: Replace text in the node's file.
+    inputs:
+      old: {type: string, description: Text to replace.}
+      new: {type: string, description: Replacement.}
+submit_result:
+  inputs:
+    summary: {type: string, description: One sentence.}
+    todo_count: {type: integer, description: How many TODOs were found.}
+"""
+
+FIND_TODOS = """\
+findings = []
+for offset, line in enumerate(node["text"].split("\\n")):
+    col = line.find(marker)
+    if col >= 0:
+        line_no = node["start_line"] + offset
+        finding = {"rule": "TD001", "message": line.strip(), "line": line_no, "column": col + 1}
+        findings.append(finding)
+{"findings": findings, "file_lines": len(file_text.split("\\n"))}
+"""
+
+REPLACE_TEXT = """\
+text = read_file(node["file"])
+write_file(node["file"], text.replace(old, new))
+"replaced"
+"""
+
+
+def write_files(root: Path, files: dict[str, str]) -> Path:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(content) if name.endswith(".yaml") else content)
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return write_files(tmp_path / "project", {"pkg/shout.py": SAMPLE_MODULE})
+
+
+@pytest.fixture
+def probe_agent(tmp_path: Path) -> Path:
+    root = write_files(
+        tmp_path / "agents" / "probe",
+        {
+            "agent.yaml": TWO_TOOL_AGENT,
+            "tools/find_todos.pym": FIND_TODOS,
+            "tools/replace_text.pym": REPLACE_TEXT,
+        },
+    )
+    return root / "agent.yaml"
+
+
+@pytest.fixture
+def probe_config(project: Path, probe_agent: Path) -> Path:
+    """remora.yaml in the project: only the probe agent enabled, no retries (fast tests)."""
+    config = project / "remora.yaml"
+    config.write_text(
+        "server:\n  retries: 0\n  timeout: 10\n"
+        "agents:\n"
+        "  lint: {enabled: false}\n"
+        f"  probe: {{definition: {probe_agent}}}\n"
+    )
+    return config

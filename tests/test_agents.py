@@ -1,0 +1,112 @@
+"""Agent definitions: strict validation, model-facing schemas, the bundled agents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from remora.agents.definition import load_agent
+from remora.agents.registry import bundled_agents_dir
+from remora.cli import main
+from remora.yamlfile import UserInputError
+
+
+def test_model_schema_has_declared_inputs_only(probe_agent: Path) -> None:
+    agent = load_agent(probe_agent, model="m")
+    schemas = {s["function"]["name"]: s["function"] for s in agent.tool_schemas()}
+    assert list(schemas) == ["find_todos", "replace_text", "submit_result"]
+    assert schemas["find_todos"]["parameters"] == {
+        "type": "object",
+        "properties": {
+            "marker": {
+                "type": "string",
+                "description": "The comment marker to look for.",
+                "default": "TODO",
+            }
+        },
+        "required": [],
+    }
+    assert schemas["submit_result"]["parameters"]["required"] == ["summary", "todo_count"]
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "expected"),
+    [
+        ("max_turns: 3", "max_turns: 3\nmax_turn: 4", r"agent\.yaml:5: max_turn: unknown key"),
+        ("max_turns: 3", "max_turns: lots", r"agent\.yaml:4: max_turns: Input should be a valid"),
+        ("node_types: [function]", "node_types: [lambda]", r":3: node_types\.0: Input should be"),
+        ("name: find_todos", "name: find-todos", r"tools\.0\.name: String should match"),
+        ("name: replace_text", "name: find_todos", r"tool names must be unique"),
+        ("name: replace_text", "name: submit_result", r"declared under the submit_result key"),
+        ("marker:", "node:", r"tools\.0\.inputs: Value error, input names \['node'\] are reserved"),
+        ("Inspect {{", "Inspect {{ {%", r"node_context: Value error, template syntax error"),
+        ("Inspect {{ node.qualified_name }}", "{{ nodes }}", r":\d+: node_context: cannot render"),
+        (
+            "tools/find_todos.pym",
+            "tools/missing.pym",
+            r"agent\.yaml:11: tools\.0\.script: cannot read",
+        ),
+        ("name: probe\n", "name: probe\n  bad: [\n", r"agent\.yaml:\d+: not valid YAML"),
+    ],
+)
+def test_malformed_definitions_name_file_line_and_key(
+    probe_agent: Path, replace: str, by: str, expected: str
+) -> None:
+    text = probe_agent.read_text()
+    assert replace in text
+    probe_agent.write_text(text.replace(replace, by, 1))
+    with pytest.raises(UserInputError, match=expected) as caught:
+        load_agent(probe_agent, model="m")
+    assert str(probe_agent) in str(caught.value)
+
+
+def test_malformed_agent_exits_2_through_the_cli(
+    project: Path,
+    probe_config: Path,
+    probe_agent: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    probe_agent.write_text(
+        probe_agent.read_text().replace("max_turns: 3", "max_turns: 3\nturns: 1")
+    )
+    monkeypatch.chdir(project)
+    assert main(["analyze", ".", "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{probe_agent}:5: turns: unknown key" in err
+
+
+def test_list_agents(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(project)
+    assert main(["list-agents", "--format", "json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["lint"]["bundled"] is True and rows["lint"]["enabled"] is False
+    assert rows["probe"]["bundled"] is False and rows["probe"]["enabled"] is True
+    assert rows["probe"]["tools"] == ["find_todos", "replace_text"]
+    assert main(["list-agents"]) == 0
+    assert "find_todos, replace_text" in capsys.readouterr().out
+
+
+def test_unknown_agent_names_are_errors(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(project)
+    assert main(["analyze", ".", "--agents", "nope", "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert "unknown agent(s) nope; known: lint, probe" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", sorted(bundled_agents_dir().glob("*/agent.yaml")))
+def test_bundled_agents_load(path: Path) -> None:
+    agent = load_agent(path, model="m")
+    assert agent.tools
+    assert agent.name == path.parent.name

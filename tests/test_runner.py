@@ -1,0 +1,275 @@
+"""The turn loop against the scripted model, the real OpenAI client and the real sandbox."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remora.agents.definition import Agent, load_agent
+from remora.config import ModelProfileName, RunnerSettings, SandboxSettings, ServerSettings
+from remora.discovery import discover_nodes
+from remora.discovery.nodes import Node
+from remora.models.openai_client import OpenAIChatModel
+from remora.models.scripted import (
+    ScriptedModelServer,
+    http_error,
+    text,
+    tool_call,
+)
+from remora.protocol.profiles import PROFILES
+from remora.results import JobResult
+from remora.runner import FINAL_REMINDER, REMINDER, FunctionGemmaRunner
+from remora.sandbox.executor import ToolSandbox
+from remora.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+SUBMIT = tool_call("submit_result", {"summary": "done", "todo_count": 0})
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[ToolSandbox]:
+    async with ToolSandbox(SandboxSettings(tool_timeout=2)) as pool:
+        yield pool
+
+
+@pytest.fixture
+def agent(probe_agent: Path) -> Agent:
+    return load_agent(probe_agent, model="google/functiongemma-270m-it")
+
+
+@pytest.fixture
+def node(project: Path) -> Node:
+    found = discover_nodes([project / "pkg"], root=project)
+    return next(n for n in found.nodes if n.qualified_name == "shout")
+
+
+async def run_job(
+    script: list[Any],
+    agent: Agent,
+    node: Node,
+    project: Path,
+    sandbox: ToolSandbox,
+    *,
+    profile: ModelProfileName = ModelProfileName.FUNCTIONGEMMA,
+    **runner: Any,
+) -> tuple[JobResult, list[dict[str, Any]]]:
+    with ScriptedModelServer(script=script) as server:
+        model = OpenAIChatModel(ServerSettings(base_url=server.base_url, retries=0, timeout=5))
+        try:
+            result = await FunctionGemmaRunner(
+                agent,
+                node,
+                model=model,
+                sandbox=sandbox,
+                workspace=Workspace(project),
+                profile=PROFILES[profile],
+                settings=RunnerSettings(**runner),
+            ).run()
+        finally:
+            await model.aclose()
+        return result, server.requests
+
+
+def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+def last_error(request: dict[str, Any]) -> str:
+    content = tool_results(request)[-1]["content"]
+    return str(json.loads(content)["error"])
+
+
+async def test_unknown_tool_is_answered_with_an_error_result(
+    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    result, requests = await run_job(
+        [tool_call("delete_everything", {}), SUBMIT], agent, node, project, sandbox
+    )
+    assert result.status == "success"
+    message = tool_results(requests[1])[0]
+    assert message["name"] == "delete_everything"
+    assert message["tool_call_id"] == requests[1]["messages"][2]["tool_calls"][0]["id"]
+    error = last_error(requests[1])
+    assert "unknown tool 'delete_everything'" in error
+    assert "find_todos, replace_text, submit_result" in error
+
+
+async def test_invalid_json_arguments(
+    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    result, requests = await run_job(
+        [tool_call("replace_text", '{"old": "a", '), SUBMIT], agent, node, project, sandbox
+    )
+    assert result.status == "success"
+    assert "arguments are not valid JSON" in last_error(requests[1])
+
+
+async def test_arguments_failing_the_schema(
+    probe_agent: Path, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    agent = load_agent(probe_agent, model="m", max_turns=2)
+    script = [
+        tool_call("replace_text", {"old": 3, "node": "x"}),
+        tool_call("submit_result", {"summary": "x"}),
+    ]
+    result, requests = await run_job(script, agent, node, project, sandbox)
+    assert result.status == "failed"  # submit_result lacked todo_count on the last turn
+    assert "invalid arguments" in last_error(requests[1])
+    assert last_error(requests[1]) == (
+        "invalid arguments: arguments: 'new' is a required property; "
+        "arguments: Additional properties are not allowed ('node' was unexpected); "
+        "old: 3 is not of type 'string'"
+    )
+    assert result.error is not None and result.error.code == "turn_limit"
+
+
+async def test_repeated_identical_call(
+    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    script = [tool_call("find_todos", {"marker": "X"}), tool_call("find_todos", {"marker": "X"})]
+    result, requests = await run_job([*script, SUBMIT], agent, node, project, sandbox)
+    assert result.status == "success"
+    assert "already made" in last_error(requests[2])
+    assert json.loads(tool_results(requests[1])[0]["content"])["findings"] == []
+
+
+async def test_text_without_a_call_gets_a_reminder(
+    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    result, requests = await run_job(
+        [text("I think it is fine."), SUBMIT], agent, node, project, sandbox
+    )
+    assert result.status == "success"
+    assert requests[1]["messages"][2:] == [
+        {"role": "assistant", "content": "I think it is fine."},
+        {"role": "user", "content": REMINDER},
+    ]
+
+
+async def test_repair_limit_is_an_explicit_error_code(
+    probe_agent: Path, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    agent = load_agent(probe_agent, model="m", max_turns=10)
+    script = [text("a"), tool_call("nope", {}), tool_call("replace_text", "{")]
+    result, requests = await run_job(script, agent, node, project, sandbox, max_repairs=2)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.code == "invalid_model_output"
+    assert "3 unusable model replies" in result.error.message
+    assert len(requests) == 3
+
+
+async def test_turn_limit_when_the_model_never_submits(
+    probe_agent: Path, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    agent = load_agent(probe_agent, model="m", max_turns=2)
+    script = [tool_call("find_todos", {"marker": "A"}), tool_call("find_todos", {"marker": "B"})]
+    result, requests = await run_job(script, agent, node, project, sandbox)
+    assert result.status == "failed"
+    assert result.error is not None and result.error.code == "turn_limit"
+    assert [t["function"]["name"] for t in requests[1]["tools"]] == ["submit_result"]
+    assert "unknown tool 'find_todos'" in result.error.message
+
+
+async def test_openai_profile_uses_required_then_named_choice(
+    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    script = [tool_call("find_todos", {}), tool_call("find_todos", {"marker": "Z"}), SUBMIT]
+    result, requests = await run_job(
+        script, agent, node, project, sandbox, profile=ModelProfileName.OPENAI
+    )
+    assert result.status == "success"
+    assert [r["tool_choice"] for r in requests[:2]] == ["required", "required"]
+    assert requests[2]["tool_choice"] == {"type": "function", "function": {"name": "submit_result"}}
+    assert len(requests[2]["tools"]) == 3
+
+
+async def test_server_500_is_a_model_error(
+    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    result, _ = await run_job([http_error(500, "exploded")], agent, node, project, sandbox)
+    assert result.status == "error"
+    assert result.error is not None and result.error.code == "model_error"
+    assert "HTTP 500" in result.error.message and "exploded" in result.error.message
+
+
+async def test_tool_script_failure_goes_back_to_the_model(
+    tmp_path: Path, node: Node, project: Path, sandbox: ToolSandbox, probe_agent: Path
+) -> None:
+    (probe_agent.parent / "tools/find_todos.pym").write_text("x = 1\ny = x / 0\n")
+    agent = load_agent(probe_agent, model="m")
+    result, requests = await run_job(
+        [tool_call("find_todos", {}), SUBMIT], agent, node, project, sandbox
+    )
+    assert result.status == "success"
+    assert last_error(requests[1]) == "find_todos.pym:2: ZeroDivisionError: division by zero"
+
+
+async def test_tool_cannot_escape_the_workspace(
+    node: Node, project: Path, sandbox: ToolSandbox, probe_agent: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "secret.txt").write_text("s3cret")
+    (probe_agent.parent / "tools/find_todos.pym").write_text(
+        "results = []\n"
+        "for path in ['../secret.txt', '/etc/passwd', "
+        + repr(str(tmp_path / "secret.txt"))
+        + "]:\n"
+        "    try:\n"
+        "        results.append(read_file(path))\n"
+        "    except PermissionError as exc:\n"
+        "        results.append('refused: ' + str(exc))\n"
+        "try:\n"
+        "    open('/etc/passwd').read()\n"
+        "except PermissionError:\n"
+        "    results.append('open refused')\n"
+        "results\n"
+    )
+    agent = load_agent(probe_agent, model="m")
+    _result, requests = await run_job(
+        [tool_call("find_todos", {}), SUBMIT], agent, node, project, sandbox
+    )
+    outputs = json.loads(tool_results(requests[1])[0]["content"])
+    assert all(item.startswith("refused") for item in outputs[:3]), outputs
+    assert outputs[3] == "open refused"
+    assert "s3cret" not in json.dumps(requests[1])
+
+
+async def test_job_time_limit(
+    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    from remora.models.scripted import ScriptedModelServer as Server
+
+    with Server(script=[SUBMIT], latency=2.0) as server:
+        model = OpenAIChatModel(ServerSettings(base_url=server.base_url, retries=0, timeout=5))
+        result = await FunctionGemmaRunner(
+            agent,
+            node,
+            model=model,
+            sandbox=sandbox,
+            workspace=Workspace(project),
+            profile=PROFILES[ModelProfileName.FUNCTIONGEMMA],
+            settings=RunnerSettings(job_timeout=0.3),
+        ).run()
+        await model.aclose()
+    assert result.status == "failed"
+    assert result.error is not None and result.error.code == "time_limit"
+
+
+async def test_final_reminder_before_the_last_turn(
+    probe_agent: Path, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    agent = load_agent(probe_agent, model="m", max_turns=2)
+    result, requests = await run_job([text("no"), SUBMIT], agent, node, project, sandbox)
+    assert result.status == "success"
+    assert requests[1]["messages"][-1] == {"role": "user", "content": FINAL_REMINDER}
+    assert [t["function"]["name"] for t in requests[1]["tools"]] == ["submit_result"]
