@@ -66,11 +66,40 @@ class RunnerSettings(Section):
     """Wall-clock seconds one node x agent job may take."""
 
 
-class SandboxSettings(Section):
-    tool_timeout: float = Field(default=10.0, gt=0)
-    """Seconds of sandboxed execution one tool call may take."""
-    max_memory_mb: int = Field(default=256, ge=8)
-    """Heap limit of one tool call, in MiB."""
+class LimitsPreset(StrEnum):
+    STRICT = "strict"
+    DEFAULT = "default"
+    PERMISSIVE = "permissive"
+
+
+class SandboxLimits(Section):
+    """Limits of one tool call; unset values come from the preset."""
+
+    preset: LimitsPreset | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    """Seconds of sandboxed execution per call (time waiting on host functions not counted)."""
+    max_memory_mb: int | None = Field(default=None, ge=8)
+    """Heap limit per call, in MiB."""
+    max_host_calls: int | None = Field(default=None, ge=1)
+    """Host function calls (read_file, run_command...) per call."""
+
+
+class CommandSettings(Section):
+    """Programs tool scripts may run with run_command(), on the host, in the job's workspace."""
+
+    allowed: list[str] = Field(default_factory=lambda: ["ruff", "pytest"])
+    """Executables, looked up next to Remora's Python first, then on PATH."""
+    python_modules: list[str] = Field(default_factory=lambda: ["ruff", "pytest"])
+    """Modules allowed as `run_command("python", ["-m", MODULE, ...])`."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    output_limit_kb: int = Field(default=256, ge=1)
+    """stdout and stderr are each cut after this many KiB."""
+
+
+class SandboxSettings(SandboxLimits):
+    """Limits for every agent (preset null: each agent's own preset, else `default`)."""
+
+    commands: CommandSettings = Field(default_factory=CommandSettings)
 
 
 class AgentSettings(Section):
@@ -82,6 +111,8 @@ class AgentSettings(Section):
     max_turns: int | None = Field(default=None, ge=1, le=100)
     options: dict[str, Any] = Field(default_factory=dict)
     """Agent-specific options, merged over the defaults in the agent's YAML."""
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    """Tool-call limits for this agent, over the agent's own and the sandbox section."""
 
 
 class RemoraSettings(BaseSettings):

@@ -14,6 +14,7 @@ from remora.protocol.messages import ChatModel
 from remora.protocol.profiles import resolve_profile
 from remora.results import ErrorCode, JobError, JobResult, JobStatus
 from remora.runner import FunctionGemmaRunner
+from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
 from remora.workspace import Workspace
 
@@ -31,6 +32,7 @@ async def run_jobs(
     model: ChatModel,
     settings: RemoraSettings,
     root: Path,
+    keep_workspaces: bool = False,
     on_result: Callable[[JobResult], None] | None = None,
 ) -> list[JobResult]:
     """Run every job; a job that crashes becomes an `error` result and never stops the others.
@@ -39,20 +41,23 @@ async def run_jobs(
     """
     results: list[JobResult | None] = [None] * len(jobs)
     limiter = anyio.CapacityLimiter(settings.concurrency)
+    commands = CommandRunner(settings.sandbox.commands)
 
-    async with ToolSandbox(settings.sandbox) as sandbox:
+    async with ToolSandbox() as sandbox:
 
         async def run_one(index: int, agent: Agent, node: Node) -> None:
             async with limiter:
                 profile = resolve_profile(
                     settings.runner.model_profile, settings.server.model, agent.model
                 )
+                workspace = Workspace(root, keep=keep_workspaces)
                 runner = FunctionGemmaRunner(
                     agent,
                     node,
                     model=model,
                     sandbox=sandbox,
-                    workspace=Workspace(root),
+                    commands=commands,
+                    workspace=workspace,
                     profile=profile,
                     settings=settings.runner,
                 )
@@ -60,6 +65,10 @@ async def run_jobs(
                     result = await runner.run()
                 except Exception as exc:  # a bug in one job must not take the run down
                     result = crashed(agent, node, exc, turns=runner.turns)
+                finally:
+                    workspace.close()
+                if workspace.kept_directory is not None:
+                    result.workspace = str(workspace.kept_directory)
             results[index] = result
             if on_result is not None:
                 on_result(result)

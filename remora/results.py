@@ -46,6 +46,13 @@ class Finding(BaseModel):
 class Change(BaseModel):
     file: str
     diff: str
+    # What applying needs, kept out of reports:
+    new_text: str = Field(default="", exclude=True)
+    """The file's full new content, with '\n' line endings."""
+    original_sha256: str | None = Field(default=None, exclude=True)
+    """Hash of the bytes the job read; None when the file did not exist."""
+    newline: str = Field(default="\n", exclude=True)
+    """The original file's line ending, restored on write."""
 
 
 class JobError(BaseModel):
@@ -71,6 +78,8 @@ class JobResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     duration_s: float = 0.0
     error: JobError | None = None
+    workspace: str | None = None
+    """The job's workspace directory, when kept with --keep-workspaces."""
 
 
 class RunSummary(BaseModel):

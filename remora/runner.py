@@ -8,16 +8,18 @@ import time
 from typing import Any
 
 import anyio
-import jsonschema
 from pydantic import ValidationError
 
-from remora.agents.definition import SUBMIT_RESULT, Agent, Tool
+from remora.agents.definition import Agent
+from remora.agents.toolscript import SUBMIT_RESULT, Tool
 from remora.config import RunnerSettings
 from remora.discovery.nodes import Node
 from remora.protocol.messages import ChatModel, Message, ModelError, ToolCall, tool_message
 from remora.protocol.profiles import ModelProfile
 from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, Usage
+from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
+from remora.sandbox.externals import host_functions
 from remora.workspace import Workspace
 
 REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
@@ -44,20 +46,17 @@ class FunctionGemmaRunner:
         *,
         model: ChatModel,
         sandbox: ToolSandbox,
+        commands: CommandRunner,
         workspace: Workspace,
         profile: ModelProfile,
         settings: RunnerSettings,
     ) -> None:
         self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
         self.workspace, self.profile, self.settings = workspace, profile, settings
+        self.host = host_functions(workspace, node, commands)
         self.tools = {tool.name: tool for tool in agent.tools}
-        # Unknown argument names are rejected: they mean the model invented a parameter.
-        self.validators = {
-            schema["function"]["name"]: jsonschema.Draft202012Validator(
-                {**schema["function"]["parameters"], "additionalProperties": False}
-            )
-            for schema in agent.tool_schemas()
-        }
+        self.validators = {tool.name: tool.validator for tool in agent.tools}
+        self.validators[SUBMIT_RESULT] = agent.submit_validator
         self.messages: list[Message] = []
         self.turns = 0
         self.repairs = 0
@@ -199,11 +198,8 @@ class FunctionGemmaRunner:
         return arguments
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
-        defaults = {
-            name: spec.default for name, spec in tool.spec.inputs.items() if not spec.required
-        }
-        inputs = {**defaults, **arguments, **self._context(tool)}
-        outcome = await self.sandbox.run(tool, inputs, self.workspace)
+        inputs = tool.sandbox_inputs(arguments, self._context(tool))
+        outcome = await self.sandbox.run(tool, inputs, self.host, self.agent.tool_limits)
         if outcome.ok and isinstance(outcome.value, dict) and "findings" in outcome.value:
             try:
                 self._record_findings(outcome.value["findings"])
@@ -214,7 +210,7 @@ class FunctionGemmaRunner:
     def _context(self, tool: Tool) -> dict[str, Any]:
         """Injected inputs: the script sees them, the model never does."""
         context: dict[str, Any] = {"node": self.node.model_dump(), "options": self.agent.options}
-        if "file_text" in tool.spec.context:
+        if "file_text" in tool.header.context:
             context["file_text"] = self.workspace.read_text(self.node.file)
         return context
 

@@ -3,29 +3,55 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from remora.results import Change
+
+# Created by tools that commands run; never part of a job's changes.
+IGNORED_OUTPUTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
 
 
 class WorkspaceError(PermissionError):
     """A path a tool may not use. A PermissionError so scripts can catch it as one."""
 
 
+@dataclass(frozen=True)
+class Original:
+    text: str | None
+    """Content with '\\n' line endings; None: the file did not exist."""
+    sha256: str | None
+    newline: str
+
+
 class Workspace:
     """Copy-on-write overlay of `root`.
 
-    The first read of a file is remembered, so a job sees one consistent version of each file
-    and `diff()` compares against what the job actually read.
+    The first read of a file pins it: the job sees one version of each file, `diff()` compares
+    against it and applying refuses a file that changed since. Commands that need files on disk
+    get `directory()`, a temporary tree that costs what the job touches, not the repository size.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, keep: bool = False) -> None:
         self.root = root.resolve()
-        self._original: dict[str, str | None] = {}
+        self.keep = keep
+        self._original: dict[str, Original] = {}
         self._written: dict[str, str] = {}
+        self._directory: Path | None = None
+        self._real_dirs: set[str] = set()
+        self._placed: dict[str, str] = {}
+        """Files copied into the directory, with the text put there."""
 
-    def _key(self, path: str) -> str:
+    # --- paths and reads ---------------------------------------------------------------------
+
+    def key(self, path: str) -> str:
         """Normalise a tool-supplied path to a POSIX path inside the root, or refuse it."""
+        if "\x00" in path:
+            raise WorkspaceError("NUL byte in path")
         relative = PurePosixPath(path.replace("\\", "/"))
         if relative.is_absolute():
             try:
@@ -36,44 +62,53 @@ class Workspace:
             raise WorkspaceError(f"{path}: '..' is not allowed in workspace paths")
         host = (self.root / relative).resolve()
         if not host.is_relative_to(self.root):
-            raise WorkspaceError(f"{path}: leads outside the workspace")
+            raise WorkspaceError(f"{path}: leads outside the workspace (a symlink?)")
         return host.relative_to(self.root).as_posix()
 
-    def _read_original(self, key: str) -> str | None:
+    def _read_original(self, key: str) -> Original:
         if key not in self._original:
             host = self.root / key
             try:
-                self._original[key] = host.read_text(encoding="utf-8")
+                raw = host.read_bytes()
             except FileNotFoundError:
-                self._original[key] = None
+                self._original[key] = Original(text=None, sha256=None, newline="\n")
+                return self._original[key]
             except IsADirectoryError:
                 raise WorkspaceError(f"{key}: is a directory") from None
+            try:
+                decoded = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise WorkspaceError(f"{key}: not a UTF-8 text file") from None
+            newline = "\r\n" if "\r\n" in decoded else "\n"
+            self._original[key] = Original(
+                text=decoded.replace("\r\n", "\n"),
+                sha256=hashlib.sha256(raw).hexdigest(),
+                newline=newline,
+            )
         return self._original[key]
 
     def read_text(self, path: str) -> str:
-        key = self._key(path)
+        key = self.key(path)
         if key in self._written:
             return self._written[key]
-        text = self._read_original(key)
+        text = self._read_original(key).text
         if text is None:
             raise FileNotFoundError(f"{path}: no such file")
         return text
 
     def write_text(self, path: str, text: str) -> None:
-        key = self._key(path)
+        key = self.key(path)
         if (self.root / key).is_dir():
             raise WorkspaceError(f"{path}: is a directory")
         self._read_original(key)
-        self._written[key] = text
+        self._written[key] = text.replace("\r\n", "\n")
 
     def exists(self, path: str) -> bool:
-        key = self._key(path)
+        key = self.key(path)
         return key in self._written or (self.root / key).exists()
 
     def list_dir(self, path: str = ".") -> list[str]:
-        key = self._key(path)
+        key = self.key(path)
         host = self.root / key
         names = {child.name for child in host.iterdir()} if host.is_dir() else set()
         prefix = "" if key == "." else key + "/"
@@ -84,25 +119,103 @@ class Workspace:
             raise FileNotFoundError(f"{path}: no such directory")
         return sorted(names)
 
-    def original_text(self, path: str) -> str | None:
-        """The file as the job first saw it (None: it did not exist)."""
-        return self._read_original(self._key(path))
-
-    def written_files(self) -> dict[str, str]:
-        return dict(self._written)
+    # --- results -------------------------------------------------------------------------------
 
     def diff(self) -> list[Change]:
         changes = []
         for key in sorted(self._written):
-            before = self._original.get(key)
+            original = self._original[key]
             after = self._written[key]
-            if before == after:
+            if original.text == after:
                 continue
             lines = difflib.unified_diff(
-                (before or "").splitlines(keepends=True),
+                (original.text or "").splitlines(keepends=True),
                 after.splitlines(keepends=True),
-                fromfile="/dev/null" if before is None else f"a/{key}",
+                fromfile="/dev/null" if original.text is None else f"a/{key}",
                 tofile=f"b/{key}",
             )
-            changes.append(Change(file=key, diff="".join(lines)))
+            changes.append(
+                Change(
+                    file=key,
+                    diff="".join(lines),
+                    new_text=after,
+                    original_sha256=original.sha256,
+                    newline=original.newline,
+                )
+            )
         return changes
+
+    # --- a real directory for commands -----------------------------------------------------------
+
+    def directory(self) -> Path:
+        """A temporary tree that looks like the project with the job's view of every file.
+
+        Folders on the way to a file the job read or wrote are real folders; everything else is
+        a symlink into the project, so setting it up costs what the job touched. Files the job
+        touched are real copies, so a command writes into the workspace, never the project.
+        """
+        if self._directory is None:
+            self._directory = Path(tempfile.mkdtemp(prefix="remora-ws-"))
+        touched = {key for key, original in self._original.items() if original.text is not None}
+        for key in sorted(touched | set(self._written)):
+            text = self._written.get(key, self._original[key].text)
+            if text is not None and self._placed.get(key) != text:
+                self._place(key, text)
+        return self._directory
+
+    def _realize(self, folder: str) -> Path:
+        """Turn `folder` (relative) into a real directory whose entries link to the project."""
+        assert self._directory is not None
+        target = self._directory / folder if folder != "." else self._directory
+        if folder in self._real_dirs:
+            return target
+        if folder != ".":
+            self._realize(PurePosixPath(folder).parent.as_posix())
+            if target.is_symlink():
+                target.unlink()
+            target.mkdir(exist_ok=True)
+        source = self.root / folder
+        if source.is_dir():
+            for entry in os.scandir(source):
+                link = target / entry.name
+                if not os.path.lexists(link):
+                    link.symlink_to(entry.path)
+        self._real_dirs.add(folder)
+        return target
+
+    def _place(self, key: str, text: str) -> None:
+        folder = self._realize(PurePosixPath(key).parent.as_posix())
+        path = folder / PurePosixPath(key).name
+        if path.is_symlink():
+            path.unlink()
+        path.write_text(text, encoding="utf-8")
+        self._placed[key] = text
+
+    def sync_from_directory(self) -> None:
+        """Take what a command changed or created in the real folders as the job's writes."""
+        if self._directory is None:
+            return
+        for folder in sorted(self._real_dirs):
+            base = self._directory / folder if folder != "." else self._directory
+            for entry in os.scandir(base):
+                if entry.is_symlink() or not entry.is_file() or entry.name in IGNORED_OUTPUTS:
+                    continue
+                key = entry.name if folder == "." else f"{folder}/{entry.name}"
+                try:
+                    text = Path(entry.path).read_text(encoding="utf-8")
+                except (UnicodeDecodeError, OSError):
+                    continue
+                if self._placed.get(key) != text:
+                    self.write_text(key, text)
+                    self._placed[key] = text
+
+    @property
+    def kept_directory(self) -> Path | None:
+        """The directory left behind by `close()` when the workspace is kept."""
+        return self._directory if self.keep else None
+
+    def close(self) -> None:
+        """Remove the temporary directory, unless the workspace is kept for inspection."""
+        if self._directory is not None and not self.keep:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None

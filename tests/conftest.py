@@ -26,21 +26,8 @@ node_context: |
   Inspect {{ node.qualified_name }} in {{ node.file }}:
   {{ node.text }}
 tools:
-  - name: find_todos
-    script: tools/find_todos.pym
-    description: Report TODO comments in the node.
-    inputs:
-      marker:
-        type: string
-        default: TODO
-        description: The comment marker to look for.
-    context: [file_text]
-  - name: replace_text
-    script: tools/replace_text.pym
-    description: Replace text in the node's file.
-    inputs:
-      old: {type: string, description: Text to replace.}
-      new: {type: string, description: Replacement.}
+  - script: tools/find_todos.pym
+  - script: tools/replace_text.pym
 submit_result:
   inputs:
     summary: {type: string, description: One sentence.}
@@ -48,6 +35,15 @@ submit_result:
 """
 
 FIND_TODOS = """\
+# /// remora-tool
+# description = "Report TODO comments in the node."
+# context = ["file_text"]
+#
+# [inputs.marker]
+# type = "string"
+# default = "TODO"
+# description = "The comment marker to look for."
+# ///
 findings = []
 for offset, line in enumerate(node["text"].split("\\n")):
     col = line.find(marker)
@@ -59,6 +55,11 @@ for offset, line in enumerate(node["text"].split("\\n")):
 """
 
 REPLACE_TEXT = """\
+# /// remora-tool
+# description = "Replace text in the node's file."
+# inputs.old = {type = "string", description = "Text to replace."}
+# inputs.new = {type = "string", description = "Replacement."}
+# ///
 text = read_file(node["file"])
 write_file(node["file"], text.replace(old, new))
 "replaced"

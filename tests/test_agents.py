@@ -37,16 +37,18 @@ def test_model_schema_has_declared_inputs_only(probe_agent: Path) -> None:
         ("max_turns: 3", "max_turns: 3\nmax_turn: 4", r"agent\.yaml:5: max_turn: unknown key"),
         ("max_turns: 3", "max_turns: lots", r"agent\.yaml:4: max_turns: Input should be a valid"),
         ("node_types: [function]", "node_types: [lambda]", r":3: node_types\.0: Input should be"),
-        ("name: find_todos", "name: find-todos", r"tools\.0\.name: String should match"),
-        ("name: replace_text", "name: find_todos", r"tool names must be unique"),
-        ("name: replace_text", "name: submit_result", r"declared under the submit_result key"),
-        ("marker:", "node:", r"tools\.0\.inputs: Value error, input names \['node'\] are reserved"),
         ("Inspect {{", "Inspect {{ {%", r"node_context: Value error, template syntax error"),
         ("Inspect {{ node.qualified_name }}", "{{ nodes }}", r":\d+: node_context: cannot render"),
+        ("tools/find_todos.pym", "tools/missing.pym", r"agent\.yaml:10: tools\.0\.script: no such"),
         (
-            "tools/find_todos.pym",
-            "tools/missing.pym",
-            r"agent\.yaml:11: tools\.0\.script: cannot read",
+            "- script: tools/replace_text.pym",
+            "- script: tools/find_todos.pym",
+            r"second tool named",
+        ),
+        (
+            "- script: tools/replace_text.pym",
+            "- scrip: x",
+            r"agent\.yaml:11: tools\.1\.scrip: unknown",
         ),
         ("name: probe\n", "name: probe\n  bad: [\n", r"agent\.yaml:\d+: not valid YAML"),
     ],
@@ -60,6 +62,35 @@ def test_malformed_definitions_name_file_line_and_key(
     with pytest.raises(UserInputError, match=expected) as caught:
         load_agent(probe_agent, model="m")
     assert str(probe_agent) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "expected"),
+    [
+        ("# /// remora-tool\n", "", r"find_todos\.pym:1: a tool script starts with"),
+        ('# type = "string"', '# type = "str"', r"find_todos\.pym:6: inputs\.marker\.type: Input"),
+        ("# [inputs.marker]", "# [inputs.node]", r"find_todos\.pym:5: inputs: .*reserved"),
+        ('# default = "TODO"', "# default = 3", r"inputs: Value error, marker: default does not"),
+        ("# context =", "# contxt =", r"find_todos\.pym:3: contxt: unknown key"),
+        ('# description = "Report', '# name = "find-todos"\n# description = "R', r"name: String"),
+        (
+            '# description = "Report',
+            '# name = "submit_result"\n# description = "R',
+            r"in the agent",
+        ),
+        ("# ///\nfindings", "findings", r"header has no closing"),
+        ('# type = "string"', '# type = "string', r"find_todos\.pym:\d+: header is not valid TOML"),
+    ],
+)
+def test_malformed_tool_headers_name_file_line_and_key(
+    probe_agent: Path, replace: str, by: str, expected: str
+) -> None:
+    script = probe_agent.parent / "tools" / "find_todos.pym"
+    text = script.read_text()
+    assert replace in text
+    script.write_text(text.replace(replace, by, 1))
+    with pytest.raises(UserInputError, match=expected):
+        load_agent(probe_agent, model="m")
 
 
 def test_malformed_agent_exits_2_through_the_cli(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from remora.agents.definition import Agent, load_agent
-from remora.config import ModelProfileName, RunnerSettings, SandboxSettings, ServerSettings
+from remora.config import CommandSettings, ModelProfileName, RunnerSettings, ServerSettings
 from remora.discovery import discover_nodes
 from remora.discovery.nodes import Node
 from remora.models.openai_client import OpenAIChatModel
@@ -23,6 +23,7 @@ from remora.models.scripted import (
 from remora.protocol.profiles import PROFILES
 from remora.results import JobResult
 from remora.runner import FINAL_REMINDER, REMINDER, FunctionGemmaRunner
+from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
 from remora.workspace import Workspace
 
@@ -38,7 +39,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def sandbox() -> AsyncIterator[ToolSandbox]:
-    async with ToolSandbox(SandboxSettings(tool_timeout=2)) as pool:
+    async with ToolSandbox() as pool:
         yield pool
 
 
@@ -71,6 +72,7 @@ async def run_job(
                 node,
                 model=model,
                 sandbox=sandbox,
+                commands=CommandRunner(CommandSettings()),
                 workspace=Workspace(project),
                 profile=PROFILES[profile],
                 settings=RunnerSettings(**runner),
@@ -206,20 +208,23 @@ async def test_server_500_is_a_model_error(
 async def test_tool_script_failure_goes_back_to_the_model(
     tmp_path: Path, node: Node, project: Path, sandbox: ToolSandbox, probe_agent: Path
 ) -> None:
-    (probe_agent.parent / "tools/find_todos.pym").write_text("x = 1\ny = x / 0\n")
+    script = probe_agent.parent / "tools/find_todos.pym"
+    script.write_text(script.read_text().split("# ///\n")[0] + "# ///\nx = 1\ny = x / 0\n")
     agent = load_agent(probe_agent, model="m")
     result, requests = await run_job(
         [tool_call("find_todos", {}), SUBMIT], agent, node, project, sandbox
     )
     assert result.status == "success"
-    assert last_error(requests[1]) == "find_todos.pym:2: ZeroDivisionError: division by zero"
+    assert last_error(requests[1]) == "find_todos.pym:11: ZeroDivisionError: division by zero"
 
 
 async def test_tool_cannot_escape_the_workspace(
     node: Node, project: Path, sandbox: ToolSandbox, probe_agent: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "secret.txt").write_text("s3cret")
-    (probe_agent.parent / "tools/find_todos.pym").write_text(
+    script = probe_agent.parent / "tools/find_todos.pym"
+    script.write_text(
+        script.read_text().split("# ///\n")[0] + "# ///\n"
         "results = []\n"
         "for path in ['../secret.txt', '/etc/passwd', "
         + repr(str(tmp_path / "secret.txt"))
@@ -256,6 +261,7 @@ async def test_job_time_limit(
             node,
             model=model,
             sandbox=sandbox,
+            commands=CommandRunner(CommandSettings()),
             workspace=Workspace(project),
             profile=PROFILES[ModelProfileName.FUNCTIONGEMMA],
             settings=RunnerSettings(job_timeout=0.3),

@@ -2,92 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+import jsonschema
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from remora.agents.toolscript import (
+    SUBMIT_RESULT,
+    InputSpec,
+    Strict,
+    Tool,
+    inputs_schema,
+    load_tool,
+)
+from remora.config import SandboxLimits
 from remora.discovery.nodes import Node, NodeType
+from remora.sandbox.limits import Limits, resolve_limits
 from remora.yamlfile import UserInputError, YamlFile, validation_messages
 
-TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
-SUBMIT_RESULT = "submit_result"
 
-InputType = Literal["string", "integer", "number", "boolean", "array", "object"]
-ContextName = Literal["file_text"]
-"""Context providers a tool may ask for, on top of `node` and `options` which every tool gets."""
-
-INJECTED_NAMES = frozenset({"node", "options", "file_text"})
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class InputSpec(Strict):
-    """One argument the model supplies. It is required unless it has a `default`."""
-
-    type: InputType
-    description: str = ""
-    default: Any = None
-    enum: list[Any] | None = None
-    items: dict[str, Any] | None = None
-    """JSON schema of the elements, for `type: array`."""
-    properties: dict[str, Any] | None = None
-    """JSON schemas of the keys, for `type: object`."""
-
-    @property
-    def required(self) -> bool:
-        return "default" not in self.model_fields_set
-
-    def json_schema(self) -> dict[str, Any]:
-        schema: dict[str, Any] = {"type": self.type}
-        if self.description:
-            schema["description"] = self.description
-        if self.enum is not None:
-            schema["enum"] = self.enum
-        if self.items is not None:
-            schema["items"] = self.items
-        if self.properties is not None:
-            schema["properties"] = self.properties
-        if not self.required:
-            schema["default"] = self.default
-        return schema
-
-
-def inputs_schema(inputs: dict[str, InputSpec]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {name: spec.json_schema() for name, spec in inputs.items()},
-        "required": [name for name, spec in inputs.items() if spec.required],
-    }
-
-
-class ToolSpec(Strict):
-    name: str = Field(pattern=TOOL_NAME_PATTERN)
-    """Letters, digits and underscores: FunctionGemma's parsers drop names with '-' or '.'."""
+class ToolRef(Strict):
     script: Path
-    """The tool script, relative to the agent's YAML file."""
-    description: str
-    inputs: dict[str, InputSpec] = Field(default_factory=dict)
-    context: list[ContextName] = Field(default_factory=list)
-    """Injected values the script needs besides `node` and `options`; never shown to the model."""
-
-    @field_validator("name")
-    @classmethod
-    def _not_submit_result(cls, name: str) -> str:
-        if name == SUBMIT_RESULT:
-            raise ValueError(f"'{SUBMIT_RESULT}' is declared under the submit_result key")
-        return name
-
-    @field_validator("inputs")
-    @classmethod
-    def _no_injected_names(cls, inputs: dict[str, InputSpec]) -> dict[str, InputSpec]:
-        clash = sorted(INJECTED_NAMES & inputs.keys())
-        if clash:
-            raise ValueError(f"input names {clash} are reserved for injected context")
-        return inputs
+    """The tool script, relative to the agent's YAML file; it declares its own inputs."""
 
 
 class SubmitResultSpec(Strict):
@@ -104,10 +44,12 @@ class AgentDefinition(Strict):
     system_prompt: str
     node_context: str
     """Jinja2 template for the first user message; sees `node`, `agent` and `options`."""
-    tools: list[ToolSpec] = Field(default_factory=list)
+    tools: list[ToolRef] = Field(default_factory=list)
     submit_result: SubmitResultSpec
     options: dict[str, Any] = Field(default_factory=dict)
     """Defaults for agent-specific options (overridable under agents.<name>.options)."""
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    """Tool-call limits the agent's tools need: a preset and/or single values."""
 
     @field_validator("node_context")
     @classmethod
@@ -120,41 +62,10 @@ class AgentDefinition(Strict):
             ) from None
         return template
 
-    @model_validator(mode="after")
-    def _unique_tool_names(self) -> AgentDefinition:
-        names = [tool.name for tool in self.tools]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(f"tool names must be unique; repeated: {duplicates}")
-        return self
-
 
 TEMPLATES = jinja2.Environment(
     undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
 )
-
-
-class Tool(BaseModel):
-    """A tool ready to run: its spec plus the script source, read once."""
-
-    spec: ToolSpec
-    script_path: Path
-    source: str
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    def model_schema(self) -> dict[str, Any]:
-        """What the model sees: only the arguments it can know."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.spec.name,
-                "description": self.spec.description,
-                "parameters": inputs_schema(self.spec.inputs),
-            },
-        }
 
 
 class Agent(BaseModel):
@@ -166,6 +77,7 @@ class Agent(BaseModel):
     model: str
     max_turns: int
     options: dict[str, Any]
+    tool_limits: Limits
 
     @property
     def name(self) -> str:
@@ -182,6 +94,11 @@ class Agent(BaseModel):
             },
         }
 
+    @cached_property
+    def submit_validator(self) -> jsonschema.Draft202012Validator:
+        schema = {**inputs_schema(self.definition.submit_result.inputs)}
+        return jsonschema.Draft202012Validator({**schema, "additionalProperties": False})
+
     def tool_schemas(self) -> list[dict[str, Any]]:
         """Every tool in a fixed order, so the prompt prefix is identical for every job."""
         return [tool.model_schema() for tool in self.tools] + [self.submit_schema()]
@@ -194,15 +111,32 @@ class Agent(BaseModel):
         return template.render(node=node.model_dump(), agent=self.name, options=self.options)
 
 
-def load_definition(path: Path) -> AgentDefinition:
+def load_definition(path: Path) -> tuple[AgentDefinition, YamlFile]:
     document = YamlFile.load(path)
     if not isinstance(document.data, dict):
         raise UserInputError(f"{path}:1: an agent definition must be a mapping of keys")
     try:
-        return AgentDefinition.model_validate(document.data)
+        return AgentDefinition.model_validate(document.data), document
     except ValidationError as exc:
         lines = validation_messages(exc, document.where, AgentDefinition)
         raise UserInputError(f"invalid agent definition {path}:\n  " + "\n  ".join(lines)) from exc
+
+
+def load_tools(definition: AgentDefinition, document: YamlFile) -> list[Tool]:
+    tools: list[Tool] = []
+    for index, ref in enumerate(definition.tools):
+        script_path = (document.path.parent / ref.script).resolve()
+        where = document.where(["tools", index, "script"])
+        if not script_path.is_file():
+            raise UserInputError(f"{where}: tools.{index}.script: no such file: {script_path}")
+        tool = load_tool(script_path)
+        if any(other.name == tool.name for other in tools):
+            raise UserInputError(
+                f"{where}: tools.{index}.script: a second tool named {tool.name!r}; "
+                'tool names must be unique (set name = "..." in the script\'s header)'
+            )
+        tools.append(tool)
+    return tools
 
 
 def load_agent(
@@ -211,32 +145,25 @@ def load_agent(
     model: str,
     max_turns: int | None = None,
     options: dict[str, Any] | None = None,
+    limits: Sequence[SandboxLimits] = (),
 ) -> Agent:
-    definition = load_definition(path)
-    tools = []
-    for index, spec in enumerate(definition.tools):
-        script_path = (path.parent / spec.script).resolve()
-        try:
-            source = script_path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            line = YamlFile.load(path).where(["tools", index, "script"])
-            raise UserInputError(
-                f"{line}: tools.{index}.script: cannot read tool script {script_path}: {exc}"
-            ) from exc
-        tools.append(Tool(spec=spec, script_path=script_path, source=source))
+    """`limits` are the configuration's limit layers (the sandbox section, then the agent's
+    section); they override the agent's own."""
+    definition, document = load_definition(path)
     agent = Agent(
         definition=definition,
         source=path,
-        tools=tools,
+        tools=load_tools(definition, document),
         model=model,
         max_turns=max_turns or definition.max_turns,
         options={**definition.options, **(options or {})},
+        tool_limits=resolve_limits(definition.limits, *limits),
     )
-    _check_template_renders(agent, path)
+    _check_template_renders(agent, document)
     return agent
 
 
-def _check_template_renders(agent: Agent, path: Path) -> None:
+def _check_template_renders(agent: Agent, document: YamlFile) -> None:
     """Catch undefined names in node_context at load time instead of in every job."""
     sample = Node(
         id="example.py::f",
@@ -254,5 +181,5 @@ def _check_template_renders(agent: Agent, path: Path) -> None:
     try:
         agent.render_context(sample)
     except jinja2.TemplateError as exc:
-        where = YamlFile.load(path).where(["node_context"])
+        where = document.where(["node_context"])
         raise UserInputError(f"{where}: node_context: cannot render template: {exc}") from exc

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 import remora
-from remora.agents.definition import Agent, load_agent, load_definition
+from remora.agents.definition import Agent, load_agent, load_definition, load_tools
 from remora.config import LoadedSettings
 from remora.yamlfile import UserInputError
 
@@ -75,6 +75,7 @@ def select_agents(loaded: LoadedSettings, names: list[str] | None = None) -> lis
             model=(own.model if own and own.model else settings.server.model),
             max_turns=(own.max_turns if own and own.max_turns else settings.runner.max_turns),
             options=own.options if own else None,
+            limits=[settings.sandbox, *([own.limits] if own else [])],
         )
         if agent.name != entry.name:
             raise UserInputError(
@@ -86,5 +87,5 @@ def select_agents(loaded: LoadedSettings, names: list[str] | None = None) -> lis
 
 
 def describe_definition(path: Path) -> tuple[str, list[str]]:
-    definition = load_definition(path)
-    return definition.description, [tool.name for tool in definition.tools]
+    definition, document = load_definition(path)
+    return definition.description, [tool.name for tool in load_tools(definition, document)]

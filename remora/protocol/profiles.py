@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from remora.agents.definition import SUBMIT_RESULT, Agent
+from remora.agents.definition import Agent
+from remora.agents.toolscript import SUBMIT_RESULT
 from remora.config import ModelProfileName
 from remora.protocol.messages import ToolChoice
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -15,15 +17,16 @@ from pydantic_monty import (
     MontyError,
     MontyRuntimeError,
     MontySyntaxError,
-    ResourceLimits,
+    MontyTypingError,
 )
 
-from remora.agents.definition import Tool
-from remora.config import SandboxSettings
-from remora.sandbox.externals import workspace_functions
-from remora.workspace import Workspace, WorkspaceError
+from remora.agents.toolscript import Tool
+from remora.sandbox.externals import HOST_STUBS
+from remora.sandbox.limits import Limits
 
 PRINT_LIMIT_BYTES = 1 << 20
+_CHECK_WRAPPER = "async def __remora_tool__() -> None:\n"
+_DIAGNOSTIC = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<column>\d+): ", re.MULTILINE)
 
 
 class ToolOutcome(BaseModel):
@@ -43,11 +46,11 @@ class ToolOutcome(BaseModel):
 
 
 class ToolSandbox:
-    """One pool of Monty workers shared by every job; a fresh checkout per tool call, so no
-    state leaks between calls."""
+    """One pool of Monty workers shared by every job. Each tool call gets a fresh checkout, so
+    no state leaks between calls or jobs, and no worker is held while a job waits on the model.
+    """
 
-    def __init__(self, settings: SandboxSettings, max_workers: int | None = None) -> None:
-        self.settings = settings
+    def __init__(self, max_workers: int | None = None) -> None:
         self._pool = AsyncMonty(max_processes=max_workers)
 
     async def __aenter__(self) -> ToolSandbox:
@@ -62,45 +65,77 @@ class ToolSandbox:
     ) -> None:
         await self._pool.__aexit__(exc_type, exc, tb)
 
-    async def run(self, tool: Tool, inputs: dict[str, Any], workspace: Workspace) -> ToolOutcome:
+    async def run(
+        self,
+        tool: Tool,
+        inputs: dict[str, Any],
+        host: dict[str, Callable[..., Any]],
+        limits: Limits,
+    ) -> ToolOutcome:
         started = time.perf_counter()
         printed = CollectString(max_bytes=PRINT_LIMIT_BYTES)
-        limits: ResourceLimits = {
-            "max_feed_duration_secs": self.settings.tool_timeout,
-            "max_memory": self.settings.max_memory_mb * 1024 * 1024,
-        }
+        name = tool.script_path.name
         try:
-            async with self._pool.checkout(
-                script_name=tool.script_path.name, limits=limits
-            ) as session:
+            async with self._pool.checkout(script_name=name, limits=limits.monty()) as session:
                 value = await session.feed_run(
-                    tool.source,
-                    inputs=inputs,
-                    external_lookup=workspace_functions(workspace),
-                    print_callback=printed,
+                    tool.source, inputs=inputs, external_lookup=host, print_callback=printed
                 )
         except (MontyRuntimeError, MontySyntaxError) as exc:
-            error = f"{tool.script_path.name}{_line_of(exc)}: {exc.display('type-msg')}"
-            return self._outcome(started, printed, error=error)
+            error = f"{name}{_line_of(exc)}: {exc.display('type-msg')}"
+            return _outcome(started, printed, error=error)
         except MontyCrashedError as exc:
-            return self._outcome(started, printed, error=f"the tool's sandbox crashed: {exc}")
+            return _outcome(started, printed, error=f"{name}: the sandbox worker crashed: {exc}")
         except MontyError as exc:
-            return self._outcome(started, printed, error=f"{tool.script_path.name}: {exc}")
-        except WorkspaceError as exc:
-            return self._outcome(started, printed, error=str(exc))
-        return self._outcome(started, printed, value=value)
+            return _outcome(started, printed, error=f"{name}: {exc}")
+        return _outcome(started, printed, value=value)
 
-    @staticmethod
-    def _outcome(
-        started: float, printed: CollectString, *, value: Any = None, error: str | None = None
-    ) -> ToolOutcome:
-        return ToolOutcome(
-            ok=error is None,
-            value=value,
-            error=error,
-            printed=printed.output,
-            duration_s=time.perf_counter() - started,
-        )
+    async def type_check(self, tool: Tool) -> list[str]:
+        """Monty's type checker over the script, against stubs of everything it is given.
+
+        The script is checked as the body of a function that is never called, so checking runs
+        none of it. Diagnostics come back as `path:line:column: message`.
+        """
+        body = "".join(f"    {line}\n" for line in tool.source.splitlines()) or "    pass\n"
+        stubs = HOST_STUBS + "\n" + tool.type_stubs()
+        async with self._pool.checkout(
+            script_name=tool.script_path.name,
+            type_check=True,
+            type_check_stubs=stubs,
+            type_check_format="concise",
+        ) as session:
+            try:
+                await session.feed_run(_CHECK_WRAPPER + body + "    return None\n")
+            except MontyTypingError as exc:
+                return _relocate(exc.display(), tool)
+            except (MontyRuntimeError, MontySyntaxError) as exc:
+                line = max(int(_line_of(exc)[1:] or 2) - 1, 1)
+                return [f"{tool.script_path}:{line}:1: {exc.display('type-msg')}"]
+        return []
+
+
+def _relocate(diagnostics: str, tool: Tool) -> list[str]:
+    """Map the wrapper's line and column numbers back to the script's."""
+    found = []
+    for line in diagnostics.splitlines():
+        match = _DIAGNOSTIC.match(line)
+        if not match:
+            continue
+        row = max(int(match["line"]) - 1, 1)
+        column = max(int(match["column"]) - 4, 1)
+        found.append(f"{tool.script_path}:{row}:{column}: {line[match.end() :]}")
+    return found
+
+
+def _outcome(
+    started: float, printed: CollectString, *, value: Any = None, error: str | None = None
+) -> ToolOutcome:
+    return ToolOutcome(
+        ok=error is None,
+        value=value,
+        error=error,
+        printed=printed.output,
+        duration_s=time.perf_counter() - started,
+    )
 
 
 def _line_of(exc: MontyRuntimeError | MontySyntaxError) -> str:

@@ -1,0 +1,127 @@
+"""run_command(): allow-listed programs on the host, in the job's workspace directory, with a
+timeout, an output cap, a scrubbed environment and stdin closed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import anyio
+from anyio.abc import ByteReceiveStream
+
+from remora.config import CommandSettings
+
+# Only these variables reach a command: no tokens, API keys or REMORA_* settings.
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
+FIXED_ENV = {
+    "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ in the user's folders
+    "PYTEST_ADDOPTS": "-p no:cacheprovider",
+    "RUFF_NO_CACHE": "true",
+    "NO_COLOR": "1",
+}
+
+
+class CommandRefused(PermissionError):
+    """The command is not allowed; the message tells the script (and the model) why."""
+
+
+class CommandRunner:
+    def __init__(self, settings: CommandSettings) -> None:
+        self.settings = settings
+
+    def resolve(self, name: str, args: list[str]) -> list[str]:
+        """The argv to run, or CommandRefused."""
+        if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+            raise CommandRefused("run_command: args must be a list of strings")
+        for arg in args:
+            _check_argument(arg)
+        if name == "python":
+            if len(args) < 2 or args[0] != "-m" or args[1] not in self.settings.python_modules:
+                allowed = ", ".join(self.settings.python_modules) or "none"
+                raise CommandRefused(
+                    f"run_command: python is allowed only as python -m MODULE with MODULE in "
+                    f"sandbox.commands.python_modules ({allowed})"
+                )
+            return [sys.executable, *args]
+        if name not in self.settings.allowed:
+            allowed = ", ".join([*self.settings.allowed, "python -m ..."])
+            raise CommandRefused(
+                f"run_command: {name!r} is not allowed (sandbox.commands.allowed: {allowed})"
+            )
+        executable = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+        if executable is None:
+            raise CommandRefused(f"run_command: {name!r} is allowed but not installed")
+        return [executable, *args]
+
+    async def run(self, name: str, args: list[str], cwd: Path) -> dict[str, Any]:
+        argv = self.resolve(name, args)
+        limit = self.settings.output_limit_kb * 1024
+        env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
+        env.update(FIXED_ENV, HOME=str(cwd))
+        process = await anyio.open_process(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # so a timeout can kill the whole process group
+        )
+        outputs: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        truncated = False
+
+        async def drain(stream: ByteReceiveStream | None, key: str) -> None:
+            nonlocal truncated
+            if stream is None:
+                return
+            async for chunk in stream:
+                room = limit - len(outputs[key])
+                if len(chunk) > room:
+                    truncated = True
+                outputs[key] += chunk[: max(room, 0)]
+
+        timed_out = False
+        try:
+            with anyio.move_on_after(self.settings.timeout_s) as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(drain, process.stdout, "stdout")
+                    group.start_soon(drain, process.stderr, "stderr")
+                await process.wait()
+            timed_out = scope.cancelled_caught
+        finally:
+            if process.returncode is None:
+                _kill_group(process.pid)
+                with anyio.CancelScope(shield=True):
+                    await process.wait()
+            await process.aclose()
+        return {
+            "command": [name, *args],
+            "exit_code": process.returncode if not timed_out else None,
+            "timed_out": timed_out,
+            "stdout": outputs["stdout"].decode("utf-8", "replace"),
+            "stderr": outputs["stderr"].decode("utf-8", "replace"),
+            "truncated": truncated,
+        }
+
+
+def _check_argument(arg: str) -> None:
+    """Refuse paths that leave the workspace: absolute, `~` or `..`, also as `--opt=value`."""
+    if "\x00" in arg:
+        raise CommandRefused("run_command: NUL byte in an argument")
+    for part in (arg, *arg.split("=")[1:]):
+        path = PurePosixPath(part.replace("\\", "/"))
+        if path.is_absolute() or part.startswith("~") or ".." in path.parts:
+            raise CommandRefused(
+                f"run_command: {arg!r} points outside the workspace; use paths relative to it"
+            )
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
