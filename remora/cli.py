@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from rich.table import Table
 
 from remora import __version__
 from remora.agents.registry import agent_entries, describe_definition, select_agents
+from remora.apply import apply_changes, combined_patch
 from remora.atomic import write_text_atomic
 from remora.config import LoadedSettings, deep_merge, load_settings, parse_override, render_settings
 from remora.discovery import Discovery, DiscoveryError, discover_nodes
@@ -27,6 +29,7 @@ from remora.report.json import render_json
 from remora.report.progress import JobProgress
 from remora.report.table import render_table
 from remora.results import JobResult, JobStatus, RunSummary
+from remora.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
 from remora.yamlfile import UserInputError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -92,6 +95,24 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument(
         "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
     )
+    edits = analyze.add_mutually_exclusive_group()
+    edits.add_argument(
+        "--fix",
+        action="store_true",
+        help="apply the changes of successful jobs to your files (atomically; a file that "
+        "changed since an agent read it is reported as a conflict and left alone)",
+    )
+    edits.add_argument(
+        "--diff",
+        action="store_true",
+        help="print the combined patch of all changes to stdout instead of the report; "
+        "write nothing",
+    )
+    analyze.add_argument(
+        "--keep-workspaces",
+        action="store_true",
+        help="keep each job's workspace directory (for debugging tools); paths in the report",
+    )
 
     nodes = commands.add_parser(
         "nodes", help="list the nodes discovery finds", description="List discovered nodes."
@@ -106,6 +127,39 @@ def build_parser() -> argparse.ArgumentParser:
         description="List bundled and configured agents with their tools.",
     )
     agents.add_argument("--format", choices=["table", "json"], default="table")
+
+    tool = commands.add_parser(
+        "tool", help="check and debug agents' tool scripts", description="Tool script commands."
+    )
+    tool_commands = tool.add_subparsers(dest="tool_command", required=True, metavar="ACTION")
+    check = tool_commands.add_parser(
+        "check",
+        parents=[config_flags],
+        help="type-check every tool script of the agents",
+        description="Validate each tool's header and type-check its script against the host "
+        "functions and its declared inputs. Exit 1 when a problem is found.",
+    )
+    check.add_argument("agents", nargs="*", metavar="AGENT", help="default: every known agent")
+    run = tool_commands.add_parser(
+        "run",
+        parents=[config_flags],
+        help="run one tool on one node, as the runner would",
+        description="Run one tool exactly as the runner would (same injected context, sandbox "
+        "and limits, a fresh workspace). The result goes to stdout, the workspace diff to "
+        "stderr. Exit 1 when the tool fails.",
+    )
+    run.add_argument("agent", metavar="AGENT")
+    run.add_argument("tool", metavar="TOOL")
+    run.add_argument(
+        "--node", required=True, metavar="FILE::QUALNAME", help="e.g. src/app.py::Cart.total"
+    )
+    run.add_argument("--args", default="{}", metavar="JSON", help="the tool's arguments")
+    run.add_argument(
+        "--format",
+        choices=["json", "text"],
+        default="json",
+        help="json: the outcome; text: the tool message the model would read",
+    )
 
     config = commands.add_parser(
         "config",
@@ -130,6 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "list-agents":
             return cmd_list_agents(args, loaded)
+        if args.command == "tool":
+            return (
+                cmd_tool_check(args, loaded)
+                if args.tool_command == "check"
+                else cmd_tool_run(args, loaded)
+            )
         return cmd_analyze(args, loaded)
     except UserInputError as exc:
         return fail(str(exc))
@@ -257,7 +317,12 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
                 )
             with JobProgress(len(jobs), enabled=stderr.is_terminal) as progress:
                 return await run_jobs(
-                    jobs, model=model, settings=settings, root=root, on_result=progress.advance
+                    jobs,
+                    model=model,
+                    settings=settings,
+                    root=root,
+                    keep_workspaces=args.keep_workspaces,
+                    on_result=progress.advance,
                 )
         finally:
             await model.aclose()
@@ -272,12 +337,69 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
         if args.format == "json"
         else render_table(results, summary, color=args.output is None and sys.stdout.isatty())
     )
+    changes = [
+        change
+        for result in results
+        if result.status is JobStatus.SUCCESS
+        for change in result.changes
+    ]
     if args.output:
         write_text_atomic(args.output, report)
-    else:
+    elif not args.diff:
         sys.stdout.write(report)
+    if args.diff:
+        sys.stdout.write(combined_patch(changes))
     report_errors(results)
-    return summary.exit_code()
+    exit_code = summary.exit_code()
+    if args.fix and changes:
+        applied = apply_changes(changes, root)
+        for file in applied.applied:
+            stderr.print(f"remora: fixed {escape(file)}")
+        for conflict in applied.conflicts:
+            warn(f"conflict: {conflict}")
+        if applied.conflicts:
+            exit_code = max(exit_code, EXIT_FINDINGS)
+    return exit_code
+
+
+def cmd_tool_check(args: argparse.Namespace, loaded: LoadedSettings) -> int:
+    names = args.agents or [entry.name for entry in agent_entries(loaded)]
+    problems: list[str] = []
+    agents = []
+    for name in names:
+        try:
+            agents += select_agents(loaded, [name])
+        except UserInputError as exc:
+            problems.append(str(exc))
+    problems += anyio.run(check_tools, agents)
+    for problem in problems:
+        sys.stdout.write(problem + "\n")
+    tools = sum(len(agent.tools) for agent in agents)
+    stderr.print(f"remora: checked {tools} tools of {len(agents)} agents: {len(problems)} problems")
+    return EXIT_FINDINGS if problems else EXIT_OK
+
+
+def cmd_tool_run(args: argparse.Namespace, loaded: LoadedSettings) -> int:
+    (agent,) = select_agents(loaded, [args.agent])
+    tool = find_tool(agent, args.tool)
+    arguments = parse_arguments(tool, args.args)
+    root = Path.cwd().resolve()
+    node = find_node(args.node, root)
+    outcome, workspace = anyio.run(
+        functools.partial(
+            run_tool, agent, tool, node, arguments, settings=loaded.settings, root=root
+        )
+    )
+    try:
+        if args.format == "json":
+            sys.stdout.write(outcome.model_dump_json(indent=2) + "\n")
+        else:
+            sys.stdout.write(outcome.content() + "\n")
+        for change in workspace.diff():
+            stderr.out(change.diff, highlight=False, end="")
+    finally:
+        workspace.close()
+    return EXIT_OK if outcome.ok else EXIT_FINDINGS
 
 
 def report_errors(results: list[JobResult], limit: int = 20) -> None:

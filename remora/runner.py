@@ -19,7 +19,7 @@ from remora.protocol.profiles import ModelProfile
 from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, Usage
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
-from remora.sandbox.externals import host_functions
+from remora.sandbox.externals import host_functions, injected_context
 from remora.workspace import Workspace
 
 REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
@@ -198,7 +198,8 @@ class FunctionGemmaRunner:
         return arguments
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
-        inputs = tool.sandbox_inputs(arguments, self._context(tool))
+        context = injected_context(tool, self.node, self.agent.options, self.workspace)
+        inputs = tool.sandbox_inputs(arguments, context)
         outcome = await self.sandbox.run(tool, inputs, self.host, self.agent.tool_limits)
         if outcome.ok and isinstance(outcome.value, dict) and "findings" in outcome.value:
             try:
@@ -206,13 +207,6 @@ class FunctionGemmaRunner:
             except (ValidationError, TypeError) as exc:
                 return ToolOutcome(ok=False, error=f"{tool.name} returned bad findings: {exc}")
         return outcome
-
-    def _context(self, tool: Tool) -> dict[str, Any]:
-        """Injected inputs: the script sees them, the model never does."""
-        context: dict[str, Any] = {"node": self.node.model_dump(), "options": self.agent.options}
-        if "file_text" in tool.header.context:
-            context["file_text"] = self.workspace.read_text(self.node.file)
-        return context
 
     def _record_findings(self, raw: object) -> None:
         if not isinstance(raw, list):

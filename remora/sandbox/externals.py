@@ -7,12 +7,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from remora.agents.toolscript import Tool
 from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
 from remora.sandbox.commands import CommandRunner
 from remora.workspace import Workspace
 
 HOST_STUBS = (Path(__file__).parent / "host_functions.pyi").read_text(encoding="utf-8")
+
+
+def injected_context(
+    tool: Tool, node: Node, options: dict[str, Any], workspace: Workspace
+) -> dict[str, Any]:
+    """Inputs the script sees and the model never does: `node`, `options` and the context
+    providers the tool's header asks for."""
+    context: dict[str, Any] = {"node": node.model_dump(), "options": options}
+    if "file_text" in tool.header.context:
+        context["file_text"] = workspace.read_text(node.file)
+    return context
 
 
 def host_functions(

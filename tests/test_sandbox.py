@@ -1,0 +1,374 @@
+"""The sandbox: limits, host functions, run_command and hostile scripts, all against real Monty
+workers, real files and real programs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remora.agents.toolscript import load_tool
+from remora.config import CommandSettings, LimitsPreset, SandboxLimits
+from remora.discovery import discover_nodes
+from remora.discovery.nodes import Node
+from remora.sandbox.commands import CommandRunner
+from remora.sandbox.executor import ToolOutcome, ToolSandbox
+from remora.sandbox.externals import host_functions
+from remora.sandbox.limits import PRESETS, resolve_limits
+from remora.workspace import Workspace
+
+pytestmark = pytest.mark.anyio
+
+HEADER = '# /// remora-tool\n# description = "test tool"\n# ///\n'
+FAST = resolve_limits(SandboxLimits(preset=LimitsPreset.STRICT, timeout_s=1.0))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[ToolSandbox]:
+    async with ToolSandbox(max_workers=2) as pool:
+        yield pool
+
+
+@pytest.fixture
+def node(project: Path) -> Node:
+    return next(n for n in discover_nodes([project], root=project).nodes if n.name == "shout")
+
+
+async def run_script(
+    code: str,
+    sandbox: ToolSandbox,
+    project: Path,
+    node: Node,
+    *,
+    commands: CommandSettings | None = None,
+    limits: Any = FAST,
+    workspace: Workspace | None = None,
+) -> ToolOutcome:
+    script = project.parent / "tool_under_test.pym"
+    script.write_text(HEADER + code)
+    tool = load_tool(script)
+    workspace = workspace or Workspace(project)
+    host = host_functions(workspace, node, CommandRunner(commands or CommandSettings()))
+    try:
+        return await sandbox.run(tool, {"node": node.model_dump(), "options": {}}, host, limits)
+    finally:
+        workspace.close()
+
+
+# --- limits --------------------------------------------------------------------------------
+
+
+def test_presets_and_overrides_resolve_in_order() -> None:
+    assert resolve_limits() == PRESETS[LimitsPreset.DEFAULT]
+    agent_own = SandboxLimits(preset=LimitsPreset.PERMISSIVE, timeout_s=30)
+    config = SandboxLimits(max_memory_mb=100)
+    per_agent = SandboxLimits(timeout_s=5)
+    limits = resolve_limits(agent_own, config, per_agent)
+    assert (limits.timeout_s, limits.max_memory_mb, limits.max_host_calls) == (5, 100, 10000)
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("while True:\n    pass\n", "TimeoutError"),
+        ("a = []\nwhile True:\n    a.append('x' * 100000)\n", "MemoryError"),
+        ("def f(n):\n    return f(n + 1)\nf(0)\n", "RecursionError"),
+        ("for i in range(1000):\n    file_exists('x')\n", "suspension limit"),
+        ("x = (\n", "SyntaxError"),
+        ("import os\nos.system('id')\n", "AttributeError"),
+        ("import subprocess\n", "ModuleNotFoundError"),
+        ("import socket\n", "ModuleNotFoundError"),
+        ("__import__('os')\n", "NameError"),
+        ("eval(\"__import__('os')\")\n", "NameError"),
+        ("open('/etc/passwd').read()\n", "PermissionError"),
+        ("import os\nos.environ\n", "not supported"),
+    ],
+)
+async def test_hostile_or_broken_scripts_become_error_results(
+    code: str, expected: str, sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    outcome = await run_script(code, sandbox, project, node)
+    assert not outcome.ok
+    assert expected in (outcome.error or "")
+    assert outcome.error is not None and outcome.error.startswith("tool_under_test.pym:")
+    # The pool still serves the next call.
+    assert (await run_script("1 + 1\n", sandbox, project, node)).value == 2
+
+
+async def test_error_result_carries_the_script_line(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    outcome = await run_script("x = 1\n\ny = {}['missing']\n", sandbox, project, node)
+    assert outcome.error == "tool_under_test.pym:6: KeyError: missing"
+
+
+async def test_print_is_captured_not_written_to_stdout(
+    sandbox: ToolSandbox, project: Path, node: Node, capfd: pytest.CaptureFixture[str]
+) -> None:
+    outcome = await run_script("print('hello from the tool')\n'done'\n", sandbox, project, node)
+    assert outcome.value == "done"
+    assert outcome.printed == "hello from the tool\n"
+    assert "hello from the tool" not in capfd.readouterr().out
+
+
+async def test_a_killed_worker_fails_only_that_call(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    def monty_workers() -> list[int]:
+        mine = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text().split()
+                    cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if int(stat[3]) == os.getpid() and b"monty" in cmdline:
+                    mine.append(int(entry))
+        return mine
+
+    assert (await run_script("1\n", sandbox, project, node)).ok
+    workers = monty_workers()
+    assert workers
+    for pid in workers:
+        os.kill(pid, 9)
+    results = [await run_script(f"{i} * 2\n", sandbox, project, node) for i in range(3)]
+    assert [r.value for r in results if r.ok] == [i * 2 for i, r in enumerate(results) if r.ok]
+    assert results[-1].ok and results[-1].value == 4
+
+
+# --- host functions and the workspace ------------------------------------------------------
+
+ESCAPES = ["/etc/passwd", "~/.ssh/id_rsa", "../outside.txt", "pkg/../../outside.txt"]
+
+
+@pytest.mark.parametrize("function", ["read_file", "write_file", "list_dir", "file_exists"])
+async def test_host_functions_refuse_paths_outside_the_project(
+    function: str, sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    (project.parent / "outside.txt").write_text("secret outside")
+    call = f"{function}(p, 'x')" if function == "write_file" else f"{function}(p)"
+    code = (
+        "results = []\n"
+        f"for p in {ESCAPES!r}:\n"
+        "    try:\n"
+        f"        results.append(['ok', {call}])\n"
+        "    except (PermissionError, FileNotFoundError) as exc:\n"
+        "        results.append([type(exc).__name__, str(exc)])\n"
+        "results\n"
+    )
+    outcome = await run_script(code, sandbox, project, node)
+    assert outcome.ok, outcome.error
+    for (kind, detail), path in zip(outcome.value, ESCAPES, strict=True):
+        if path.startswith("~"):
+            # A relative name inside the project that happens to start with '~': harmless.
+            assert kind in ("FileNotFoundError", "ok")
+            assert detail in (False, None) or "no such" in str(detail)
+        else:
+            assert kind == "PermissionError", (path, kind, detail)
+    assert "secret outside" not in json.dumps(outcome.value)
+    assert (project.parent / "outside.txt").read_text() == "secret outside"
+
+
+async def test_symlink_inside_the_project_pointing_out_is_refused(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    (project.parent / "outside.txt").write_text("secret outside")
+    (project / "pkg" / "link.txt").symlink_to(project.parent / "outside.txt")
+    code = (
+        "try:\n    r = read_file('pkg/link.txt')\nexcept PermissionError as e:\n    r = str(e)\nr\n"
+    )
+    outcome = await run_script(code, sandbox, project, node)
+    assert outcome.value == "pkg/link.txt: leads outside the workspace (a symlink?)"
+
+
+@pytest.mark.parametrize("path", ["pkg/\x00shout.py", "a" * 5000])
+async def test_odd_paths_are_errors_not_crashes(
+    path: str, sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    code = (
+        f"try:\n    r = read_file({path!r})\nexcept Exception as e:\n    r = type(e).__name__\nr\n"
+    )
+    outcome = await run_script(code, sandbox, project, node)
+    assert outcome.ok
+    assert outcome.value in ("PermissionError", "OSError", "FileNotFoundError")
+
+
+async def test_writes_stay_in_the_workspace_and_show_in_the_diff(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    before = (project / "pkg" / "shout.py").read_bytes()
+    workspace = Workspace(project)
+    code = (
+        "text = read_file(node['file'])\n"
+        "write_file(node['file'], text.replace('upper', 'lower'))\n"
+        "write_file('pkg/new.py', 'x = 1\\n')\n"
+        "[read_file(node['file']).count('lower'), list_dir('pkg'), file_exists('pkg/new.py')]\n"
+    )
+    outcome = await run_script(code, sandbox, project, node, workspace=workspace)
+    assert outcome.value == [1, ["new.py", "shout.py"], True]
+    assert (project / "pkg" / "shout.py").read_bytes() == before
+    assert not (project / "pkg" / "new.py").exists()
+    diffs = {change.file: change.diff for change in workspace.diff()}
+    assert "+    return text.lower()" in diffs["pkg/shout.py"]
+    assert diffs["pkg/new.py"].startswith("--- /dev/null\n+++ b/pkg/new.py")
+
+
+async def test_ten_megabyte_argument_is_handled(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    script = project.parent / "big.pym"
+    script.write_text(
+        '# /// remora-tool\n# description = "d"\n# inputs.text = {type = "string"}\n# ///\n'
+        "len(text)\n"
+    )
+    tool = load_tool(script)
+    host = host_functions(Workspace(project), node, CommandRunner(CommandSettings()))
+    big = "x" * 10_000_000
+    outcome = await sandbox.run(tool, {"text": big, "node": {}, "options": {}}, host, FAST)
+    assert outcome.ok and outcome.value == 10_000_000
+
+
+async def test_node_info_describes_the_definition(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    outcome = await run_script("node_info()\n", sandbox, project, node)
+    info = outcome.value
+    assert info["signature"] == "def shout(text)"
+    assert info["parameters"] == [
+        {"name": "text", "annotation": None, "default": None, "kind": "positional_or_keyword"}
+    ]
+    assert (info["start_line"], info["end_line"], info["docstring"]) == (4, 6, None)
+
+
+# --- run_command ---------------------------------------------------------------------------
+
+
+async def call_command(
+    name: str,
+    args: list[str],
+    sandbox: ToolSandbox,
+    project: Path,
+    node: Node,
+    **settings: Any,
+) -> dict[str, Any]:
+    code = (
+        "try:\n"
+        f"    result = await run_command({name!r}, {args!r})\n"
+        "except PermissionError as exc:\n"
+        "    result = {'refused': str(exc)}\n"
+        "result\n"
+    )
+    commands = CommandSettings(**settings)
+    limits = resolve_limits(SandboxLimits(timeout_s=5))
+    outcome = await run_script(code, sandbox, project, node, commands=commands, limits=limits)
+    assert outcome.ok, outcome.error
+    assert isinstance(outcome.value, dict)
+    return outcome.value
+
+
+async def test_ruff_runs_in_the_workspace_directory(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    result = await call_command(
+        "ruff",
+        ["check", "--output-format", "json", "--select", "F", "pkg/shout.py"],
+        sandbox,
+        project,
+        node,
+    )
+    assert result["exit_code"] == 0, result
+    assert json.loads(result["stdout"]) == []
+
+
+async def test_command_sees_workspace_writes_and_its_edits_come_back(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    workspace = Workspace(project)
+    code = (
+        "write_file('pkg/shout.py', read_file('pkg/shout.py') + 'import os\\n')\n"
+        "r = await run_command('ruff', ['check', '--select', 'F401', '--fix', 'pkg/shout.py'])\n"
+        "[r['exit_code'], read_file('pkg/shout.py').endswith('import os\\n')]\n"
+    )
+    limits = resolve_limits(SandboxLimits(timeout_s=5))
+    outcome = await run_script(code, sandbox, project, node, workspace=workspace, limits=limits)
+    assert outcome.value == [0, False]  # ruff removed the unused import it was shown
+    assert workspace.diff() == []  # ... so the file is back to the original
+    assert "import os" not in (project / "pkg" / "shout.py").read_text()
+
+
+async def test_workspace_directory_costs_what_the_job_touches(project: Path) -> None:
+    for i in range(200):
+        (project / "pkg" / f"other_{i}.py").write_text("x = 1\n")
+    workspace = Workspace(project)
+    workspace.write_text("pkg/shout.py", "changed\n")
+    directory = workspace.directory()
+    real_files = [p for p in directory.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert [p.relative_to(directory).as_posix() for p in real_files] == ["pkg/shout.py"]
+    assert (directory / "pkg" / "other_7.py").is_symlink()
+    assert (directory / "pkg" / "shout.py").read_text() == "changed\n"
+    workspace.close()
+    assert not directory.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "refusal"),
+    [
+        ("curl", ["http://example.com"], "'curl' is not allowed"),
+        ("python", ["-c", "print(1)"], "python is allowed only as python -m MODULE"),
+        ("python", ["-m", "http.server"], "python is allowed only as python -m MODULE"),
+        ("ruff", ["check", "/etc"], "points outside the workspace"),
+        ("ruff", ["check", "../outside"], "points outside the workspace"),
+        ("ruff", ["check", "--config=/tmp/x.toml"], "points outside the workspace"),
+        ("ruff", ["check", "~/.ssh"], "points outside the workspace"),
+        ("ruff", ["check", "a\x00b"], "NUL byte"),
+    ],
+)
+async def test_run_command_refusals(
+    name: str, args: list[str], refusal: str, sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    result = await call_command(name, args, sandbox, project, node)
+    assert refusal in result["refused"]
+
+
+async def test_command_that_floods_stdout_is_capped(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    result = await call_command(
+        "yes", [], sandbox, project, node, allowed=["yes"], timeout_s=1, output_limit_kb=4
+    )
+    assert result["timed_out"] is True and result["truncated"] is True
+    assert len(result["stdout"]) == 4096
+
+
+async def test_command_that_sleeps_forever_is_killed(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    result = await call_command(
+        "sleep", ["1000"], sandbox, project, node, allowed=["sleep"], timeout_s=0.5
+    )
+    assert result["timed_out"] is True
+    assert result["exit_code"] is None
+
+
+async def test_commands_get_no_secrets_and_no_stdin(
+    sandbox: ToolSandbox, project: Path, node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("REMORA_SERVER__API_KEY", "remora-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "gh-secret")
+    result = await call_command("env", [], sandbox, project, node, allowed=["env"])
+    assert result["exit_code"] == 0
+    assert "secret" not in result["stdout"]
+    assert "PATH=" in result["stdout"]
+    cat = await call_command("cat", [], sandbox, project, node, allowed=["cat"], timeout_s=5)
+    assert cat["exit_code"] == 0 and cat["stdout"] == "" and cat["timed_out"] is False
