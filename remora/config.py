@@ -7,6 +7,7 @@ nearest `pyproject.toml` with a `[tool.remora]` table, searched from the working
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,6 +95,8 @@ class CommandSettings(Section):
     timeout_s: float = Field(default=60.0, gt=0)
     output_limit_kb: int = Field(default=256, ge=1)
     """stdout and stderr are each cut after this many KiB."""
+    max_parallel: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
+    """Commands running at once, across all jobs (the rest wait): default, the CPU count."""
 
 
 class SandboxSettings(SandboxLimits):

@@ -34,6 +34,7 @@ class CommandRefused(PermissionError):
 class CommandRunner:
     def __init__(self, settings: CommandSettings) -> None:
         self.settings = settings
+        self._slots = anyio.CapacityLimiter(settings.max_parallel)
 
     def resolve(self, name: str, args: list[str]) -> list[str]:
         """The argv to run, or CommandRefused."""
@@ -61,6 +62,10 @@ class CommandRunner:
 
     async def run(self, name: str, args: list[str], cwd: Path) -> dict[str, Any]:
         argv = self.resolve(name, args)
+        async with self._slots:
+            return await self._run(name, args, argv, cwd)
+
+    async def _run(self, name: str, args: list[str], argv: list[str], cwd: Path) -> dict[str, Any]:
         limit = self.settings.output_limit_kb * 1024
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
         env.update(FIXED_ENV, HOME=str(cwd))
