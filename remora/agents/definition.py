@@ -36,6 +36,18 @@ class SubmitResultSpec(Strict):
     """The result schema: what the model reports when it is done."""
 
 
+class RuleSpec(Strict):
+    """A rule code the agent's tools report, described for reports (SARIF rules, tables)."""
+
+    short: str
+    """One line, e.g. "Bare except clause"."""
+    full: str = ""
+    """A paragraph on what the rule flags and why."""
+    help: str = ""
+    """How to fix it."""
+    help_uri: str | None = None
+
+
 class AgentDefinition(Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
     description: str
@@ -50,6 +62,8 @@ class AgentDefinition(Strict):
     """Defaults for agent-specific options (overridable under agents.<name>.options)."""
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     """Tool-call limits the agent's tools need: a preset and/or single values."""
+    rules: dict[str, RuleSpec] = Field(default_factory=dict)
+    """The rule codes the agent's tools report, keyed by code."""
 
     @field_validator("node_context")
     @classmethod
