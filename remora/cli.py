@@ -7,7 +7,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +17,24 @@ from rich.markup import escape
 from rich.table import Table
 
 from remora import __version__
+from remora.agents.definition import Agent
 from remora.agents.registry import agent_entries, describe_definition, select_agents
 from remora.apply import apply_changes, combined_patch
 from remora.atomic import write_text_atomic
+from remora.baseline import Baseline
+from remora.cache import ResultCache, clean
+from remora.changed import ChangedLines, changed_lines, touches
 from remora.config import LoadedSettings, deep_merge, load_settings, parse_override, render_settings
 from remora.discovery import Discovery, DiscoveryError, discover_nodes
 from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel
-from remora.orchestrator import plan_jobs, run_jobs
+from remora.orchestrator import Job, plan_jobs, run_jobs
 from remora.protocol.messages import ModelError
-from remora.report.json import render_json
+from remora.report.jsonl import JsonLinesStream
 from remora.report.progress import JobProgress
-from remora.report.table import render_table
+from remora.report.render import FORMATS, render_report
 from remora.results import JobResult, JobStatus, RunSummary
+from remora.shard import parse_shard, select_shard
+from remora.suppressions import apply_suppressions
 from remora.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
 from remora.yamlfile import UserInputError
 
@@ -67,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="config file (default: nearest remora.yaml, or [tool.remora] in pyproject.toml)",
     )
     config_flags.add_argument(
+        "--isolated",
+        action="store_true",
+        help="ignore all configuration files (environment and flags still apply)",
+    )
+    config_flags.add_argument(
         "-c",
         dest="overrides",
         action="append",
@@ -85,10 +96,57 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     analyze.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
     analyze.add_argument(
-        "--format", choices=["table", "json"], default="table", help="report format"
+        "--output-format",
+        "--format",
+        dest="output_format",
+        choices=FORMATS,
+        default="table",
+        help="report format: table, json, jsonl (streamed, one object per job, then a "
+        "summary), sarif (GitHub code scanning), github (workflow annotations)",
     )
     analyze.add_argument(
-        "--output", "-o", type=Path, metavar="FILE", help="write the report to FILE"
+        "--output", "-o", type=Path, metavar="FILE", help="write the report to FILE (atomically)"
+    )
+    analyze.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even with findings (errors still exit 2)"
+    )
+    analyze.add_argument(
+        "--exit-non-zero-on-fix",
+        action="store_true",
+        help="with --fix, exit 1 when a file was changed, even if nothing else remains",
+    )
+    changed = analyze.add_mutually_exclusive_group()
+    changed.add_argument(
+        "--diff-base",
+        metavar="REV",
+        help="analyse only nodes whose lines differ from git revision REV (plus untracked "
+        "files); findings elsewhere are not reported",
+    )
+    changed.add_argument(
+        "--staged",
+        action="store_true",
+        help="analyse only nodes with staged changes (for pre-commit)",
+    )
+    analyze.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="report only findings not in FILE; when FILE does not exist, record the current "
+        "findings in it and report none",
+    )
+    analyze.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only shard I of N (1-based); N CI jobs with I = 1..N cover every job once",
+    )
+    analyze.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the result cache"
+    )
+    analyze.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help="cache folder (default .remora_cache; also cache_dir, REMORA_CACHE_DIR)",
     )
     analyze.add_argument("--base-url", metavar="URL", help="OpenAI-compatible server URL")
     analyze.add_argument("--model", metavar="NAME", help="served model name")
@@ -161,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="json: the outcome; text: the tool message the model would read",
     )
 
+    commands.add_parser(
+        "clean",
+        parents=[config_flags],
+        help="remove the cache folder",
+        description="Remove the cache folder (only one tagged with CACHEDIR.TAG).",
+    ).add_argument("--cache-dir", type=Path, metavar="DIR", help="default: the configured one")
+
     config = commands.add_parser(
         "config",
         parents=[config_flags],
@@ -176,7 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "nodes":
             return cmd_nodes(args)
-        loaded = load_settings(args.config, cli=cli_settings(args))
+        start = args.paths[0] if getattr(args, "paths", None) else None
+        loaded = load_settings(
+            args.config, cli=cli_settings(args), cwd=start, isolated=args.isolated
+        )
         if args.command == "config":
             source = loaded.config_file or "no config file; defaults"
             stderr.print(f"remora: configuration from {escape(str(source))}")
@@ -184,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "list-agents":
             return cmd_list_agents(args, loaded)
+        if args.command == "clean":
+            return cmd_clean(loaded)
         if args.command == "tool":
             return (
                 cmd_tool_check(args, loaded)
@@ -207,6 +277,7 @@ def cli_settings(args: argparse.Namespace) -> dict[str, Any]:
         ("server", "base_url"): getattr(args, "base_url", None),
         ("server", "model"): getattr(args, "model", None),
         ("concurrency",): getattr(args, "concurrency", None),
+        ("cache_dir",): getattr(args, "cache_dir", None),
     }
     for path, value in flags.items():
         if value is not None:
@@ -217,10 +288,10 @@ def cli_settings(args: argparse.Namespace) -> dict[str, Any]:
     return tree
 
 
-def discover(paths: list[Path]) -> tuple[Discovery, Path]:
+def discover(paths: list[Path], cache: Path | None = None) -> tuple[Discovery, Path]:
     root = project_root(paths)
     try:
-        found = discover_nodes(paths, root=root)
+        found = discover_nodes(paths, root=root, cache_dir=cache)
     except DiscoveryError as exc:
         raise UserInputError(str(exc)) from exc
     for warning in found.warnings:
@@ -293,63 +364,92 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
     agents = select_agents(loaded, names or None)
     if not agents:
         return fail("no agents enabled; enable one in remora.yaml or name one with --agents")
-    found, root = discover(args.paths)
-    jobs = plan_jobs(agents, found.nodes)
-    if not settings.server.base_url:
-        return fail(
-            "no model server configured. Start one (e.g. vLLM serving "
-            f"{settings.server.model}) and pass --base-url http://127.0.0.1:8000/v1, or set "
-            f"server.base_url in remora.yaml or REMORA_SERVER__BASE_URL; see {SERVER_DOCS}"
-        )
-    if not jobs:
-        warn("no nodes matched the enabled agents; nothing to analyse")
+    found, root = discover(args.paths, None if args.no_cache else cache_dir(loaded))
+    if not found.nodes:
+        if found.warnings:
+            return fail("discovery failed: no file could be read (see the warnings above)")
+        warn("no Python files found; nothing to analyse")
+    nodes = found.nodes
+    changed = None
+    if args.diff_base or args.staged:
+        changed = changed_lines(root, base=args.diff_base, staged=args.staged)
+        nodes = [node for node in nodes if touches(node, changed)]
+    jobs = plan_jobs(agents, nodes)
+    if args.shard:
+        index, total = parse_shard(args.shard)
+        jobs = select_shard(jobs, [f"{a.name}::{n.id}" for a, n in jobs], index, total)
+    if found.nodes and not jobs:
+        warn("no nodes matched the enabled agents (or the changed lines); nothing to analyse")
 
-    async def analyze() -> list[JobResult]:
-        model = OpenAIChatModel(settings.server)
-        try:
-            served = await model.list_models()
-            missing = sorted({agent.model for agent in agents} - set(served))
-            if served and missing:
-                raise UserInputError(
-                    f"the server at {settings.server.base_url} does not serve "
-                    f"{', '.join(missing)}; it serves: {', '.join(served)}. Set server.model "
-                    "(--model) or agents.<name>.model to one of those"
-                )
-            with JobProgress(len(jobs), enabled=stderr.is_terminal) as progress:
-                return await run_jobs(
-                    jobs,
-                    model=model,
-                    settings=settings,
-                    root=root,
-                    keep_workspaces=args.keep_workspaces,
-                    on_result=progress.advance,
-                )
-        finally:
-            await model.aclose()
-
-    try:
-        results = anyio.run(analyze)
-    except ModelError as exc:
-        return fail(exc.message)
-    summary = RunSummary.of(len(found.nodes), results)
-    report = (
-        render_json(results, summary)
-        if args.format == "json"
-        else render_table(results, summary, color=args.output is None and sys.stdout.isatty())
+    cache = (
+        None if args.no_cache else ResultCache(cache_dir(loaded), settings, settings.cache_max_mb)
     )
+    known = {i: hit for i, (a, n) in enumerate(jobs) if cache and (hit := cache.get(a, n, root))}
+    pending = [job for i, job in enumerate(jobs) if i not in known]
+    baseline = Baseline.load(args.baseline) if args.baseline else None
+    stream = JsonLinesStream(args.output) if args.output_format == "jsonl" else None
+
+    def finish(result: JobResult) -> None:
+        """Per result, as it arrives: filters first, so a streamed line is final."""
+        apply_suppressions([result], found.nodes, root)
+        if changed is not None:
+            result.findings = [f for f in result.findings if f.line in _lines(result, changed)]
+        if baseline is not None:
+            baseline.filter(result)
+        if stream is not None:
+            stream.write(result)
+
+    results_by_index: dict[int, JobResult] = {}
+    for index, hit in known.items():
+        finish(hit)
+        results_by_index[index] = hit
+    if pending:
+        if not settings.server.base_url:
+            return fail(
+                "no model server configured. Start one (e.g. vLLM serving "
+                f"{settings.server.model}) and pass --base-url http://127.0.0.1:8000/v1, or set "
+                f"server.base_url in remora.yaml or REMORA_SERVER__BASE_URL; see {SERVER_DOCS}"
+            )
+        if cache is not None:
+            cache.prepare()
+        try:
+            fresh = anyio.run(
+                functools.partial(
+                    run_pending, pending, agents, loaded, root, cache, args.keep_workspaces, finish
+                )
+            )
+        except ModelError as exc:
+            if stream is not None:
+                stream.discard()
+            return fail(exc.message)
+        pending_indexes = [i for i in range(len(jobs)) if i not in known]
+        results_by_index.update(zip(pending_indexes, fresh, strict=True))
+    if cache is not None and pending:
+        cache.evict()
+    results = [results_by_index[i] for i in sorted(results_by_index)]
+    if known:
+        stderr.print(f"remora: {len(known)} of {len(jobs)} jobs answered from the cache")
+    if baseline is not None:
+        baseline.report(args.baseline, results, stderr)
+    summary = RunSummary.of(len(nodes), results)
+
+    report_errors(results)
     changes = [
         change
         for result in results
         if result.status is JobStatus.SUCCESS
         for change in result.changes
     ]
-    if args.output:
-        write_text_atomic(args.output, report)
-    elif not args.diff:
-        sys.stdout.write(report)
+    if stream is not None:
+        stream.close(summary)
+    else:
+        report = render_report(args.output_format, results, summary, agents, root)
+        if args.output:
+            write_text_atomic(args.output, report)
+        elif not args.diff:
+            sys.stdout.write(report)
     if args.diff:
         sys.stdout.write(combined_patch(changes))
-    report_errors(results)
     exit_code = summary.exit_code()
     if args.fix and changes:
         applied = apply_changes(changes, root)
@@ -359,7 +459,70 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
             warn(f"conflict: {conflict}")
         if applied.conflicts:
             exit_code = max(exit_code, EXIT_FINDINGS)
+        if applied.applied and args.exit_non_zero_on_fix:
+            exit_code = max(exit_code, EXIT_FINDINGS)
+    if args.exit_zero and exit_code == EXIT_FINDINGS:
+        return EXIT_OK
     return exit_code
+
+
+def _lines(result: JobResult, changed: ChangedLines) -> range | set[int]:
+    """Lines where findings of a changed-only run count: the job's node, if it changed."""
+    node = result.node
+    return range(node.start_line, node.end_line + 1) if touches(node, changed) else set()
+
+
+async def run_pending(
+    jobs: list[Job],
+    agents: list[Agent],
+    loaded: LoadedSettings,
+    root: Path,
+    cache: ResultCache | None,
+    keep_workspaces: bool,
+    finish: Callable[[JobResult], None],
+) -> list[JobResult]:
+    settings = loaded.settings
+    model = OpenAIChatModel(settings.server)
+    try:
+        served = await model.list_models()
+        missing = sorted({agent.model for agent in agents} - set(served))
+        if served and missing:
+            raise UserInputError(
+                f"the server at {settings.server.base_url} does not serve "
+                f"{', '.join(missing)}; it serves: {', '.join(served)}. Set server.model "
+                "(--model) or agents.<name>.model to one of those"
+            )
+        with JobProgress(len(jobs), enabled=stderr.is_terminal) as progress:
+
+            def on_result(result: JobResult) -> None:
+                finish(result)
+                progress.advance(result)
+
+            return await run_jobs(
+                jobs,
+                model=model,
+                settings=settings,
+                root=root,
+                keep_workspaces=keep_workspaces,
+                cache=cache,
+                on_result=on_result,
+            )
+    finally:
+        await model.aclose()
+
+
+def cache_dir(loaded: LoadedSettings) -> Path:
+    return loaded.base_dir / loaded.settings.cache_dir
+
+
+def cmd_clean(loaded: LoadedSettings) -> int:
+    directory = cache_dir(loaded)
+    try:
+        removed = clean(directory)
+    except ValueError as exc:
+        return fail(str(exc))
+    stderr.print(f"remora: {'removed' if removed else 'no cache at'} {escape(str(directory))}")
+    return EXIT_OK
 
 
 def cmd_tool_check(args: argparse.Namespace, loaded: LoadedSettings) -> int:

@@ -131,6 +131,10 @@ class RemoraSettings(BaseSettings):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     concurrency: int = Field(default=64, ge=1, le=4096)
     """Jobs in flight at once; keep it high enough to fill the server's batch."""
+    cache_dir: Path = Path(".remora_cache")
+    """Where results (and parsed files) are cached; relative to the project root."""
+    cache_max_mb: int = Field(default=512, ge=1)
+    """Cache size limit; least recently used entries are evicted beyond it."""
 
     @classmethod
     def settings_customise_sources(
@@ -233,11 +237,20 @@ def load_settings(
     config_file: Path | None = None,
     cli: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
+    *,
+    isolated: bool = False,
 ) -> LoadedSettings:
-    """Merge every source; raise UserInputError naming the source, the key and what is allowed."""
+    """Merge every source; raise UserInputError naming the source, the key and what is allowed.
+
+    The config file is searched from `cwd` (the first analysed path, like ruff) upwards;
+    `isolated` ignores config files altogether.
+    """
     if config_file is not None and not config_file.is_file():
         raise UserInputError(f"--config {config_file}: no such file")
-    path = config_file or find_config_file((cwd or Path.cwd()).resolve())
+    start = (cwd or Path.cwd()).resolve()
+    if start.is_file():
+        start = start.parent
+    path = config_file or (None if isolated else find_config_file(start))
     file_data, document = _read_config_file(path) if path else ({}, None)
     env_data = _read_env()
     cli_data = dict(cli or {})

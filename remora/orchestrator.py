@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 
 from remora.agents.definition import Agent
+from remora.cache import ResultCache
 from remora.config import RemoraSettings
 from remora.discovery.nodes import Node
 from remora.protocol.messages import ChatModel
@@ -33,11 +34,14 @@ async def run_jobs(
     settings: RemoraSettings,
     root: Path,
     keep_workspaces: bool = False,
+    cache: ResultCache | None = None,
     on_result: Callable[[JobResult], None] | None = None,
 ) -> list[JobResult]:
     """Run every job; a job that crashes becomes an `error` result and never stops the others.
 
-    Results come back in job order whatever order they finished in.
+    Results come back in job order whatever order they finished in. Successful results are
+    stored in `cache` (looking jobs up is the caller's business: it decides whether a server
+    is needed at all).
     """
     results: list[JobResult | None] = [None] * len(jobs)
     limiter = anyio.CapacityLimiter(settings.concurrency)
@@ -69,6 +73,8 @@ async def run_jobs(
                     workspace.close()
                 if workspace.kept_directory is not None:
                     result.workspace = str(workspace.kept_directory)
+            if cache is not None:
+                cache.put(agent, result, root)
             results[index] = result
             if on_result is not None:
                 on_result(result)

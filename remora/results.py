@@ -80,6 +80,8 @@ class JobResult(BaseModel):
     error: JobError | None = None
     workspace: str | None = None
     """The job's workspace directory, when kept with --keep-workspaces."""
+    cached: bool = False
+    """Answered from the result cache: no model request was made."""
 
 
 class RunSummary(BaseModel):

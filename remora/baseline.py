@@ -1,0 +1,63 @@
+"""`--baseline FILE`: record today's findings once, then report only new ones.
+
+Findings are matched by fingerprint (agent, rule, qualified name, normalised node content),
+so a baselined finding stays baselined when its code moves.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from remora import __version__
+from remora.atomic import write_text_atomic
+from remora.fingerprint import finding_fingerprint
+from remora.results import JobResult
+from remora.yamlfile import UserInputError
+
+
+class Baseline:
+    def __init__(self, known: set[str] | None) -> None:
+        self.known = known
+        """None: the file does not exist yet, so this run records it."""
+        self.hidden = 0
+
+    @classmethod
+    def load(cls, path: Path) -> Baseline:
+        if not path.exists():
+            return cls(None)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(set(data["fingerprints"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UserInputError(
+                f"--baseline {path}: not a Remora baseline ({exc}); delete it to record a new one"
+            ) from exc
+
+    def filter(self, result: JobResult) -> None:
+        """Drop findings the baseline knows (in place)."""
+        if self.known is None:
+            return
+        kept = [f for f in result.findings if finding_fingerprint(result, f) not in self.known]
+        self.hidden += len(result.findings) - len(kept)
+        result.findings = kept
+
+    def report(self, path: Path, results: list[JobResult], console: Console) -> None:
+        """Write the baseline if this run recorded it; say what it hid."""
+        if self.known is None:
+            fingerprints = sorted({finding_fingerprint(r, f) for r in results for f in r.findings})
+            document = {"remora": __version__, "fingerprints": fingerprints}
+            write_text_atomic(path, json.dumps(document, indent=2) + "\n")
+            console.print(
+                f"remora: recorded {len(fingerprints)} findings in the baseline "
+                f"{escape(str(path))}; later runs report only new ones"
+            )
+            for result in results:
+                result.findings = []
+        elif self.hidden:
+            console.print(
+                f"remora: {self.hidden} findings hidden by the baseline {escape(str(path))}"
+            )
