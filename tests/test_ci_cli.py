@@ -97,6 +97,7 @@ def test_cache_follows_moved_code_and_reruns_changed_nodes(
     moved = MODULE.replace('"""Module."""\n', '"""Module."""\n' + "X = 1\n" * 10)
     source.write_text(moved.replace("text.lower()", "text.casefold()"))
     code, report, requests, err = analyze(repo, capsys)
+    assert code == 1
     assert requests == 3  # only whisper asked the model again
     assert "1 of 2 jobs answered from the cache" in err
     assert findings(report) == [("shout", 15), ("whisper", 20)]  # both moved by 10 lines
@@ -145,6 +146,7 @@ def test_diff_base_analyses_only_changed_nodes(
     source.write_text(source.read_text().replace("text.lower()", "text.lower().strip()"))
     (repo / "pkg" / "fresh.py").write_text("def new():\n    # TODO: write it\n    pass\n")
     code, report, requests, _ = analyze(repo, capsys, "--diff-base", "HEAD", "--no-cache")
+    assert code == 1
     names = sorted(r["node"]["name"] for r in report["results"])
     assert names == ["new", "whisper"]  # untracked files count as changed
     assert requests == 6
