@@ -22,6 +22,8 @@ from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions, injected_context
 from remora.workspace import Workspace
 
+MAX_ARGUMENTS_BYTES = 1 << 20
+"""Longer tool-call arguments are refused before parsing: no agent needs them."""
 REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
 FINAL_REMINDER = "This is the last turn: call submit_result now."
 
@@ -179,16 +181,23 @@ class FunctionGemmaRunner:
             raise BadCall(
                 f"unknown tool {call.name[:80]!r}; available now: {', '.join(sorted(offered))}"
             )
+        if len(call.arguments) > MAX_ARGUMENTS_BYTES:
+            raise BadCall(f"arguments longer than {MAX_ARGUMENTS_BYTES} characters")
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError as exc:
             raise BadCall(f"arguments are not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise BadCall("arguments are nested too deeply") from None
         if not isinstance(arguments, dict):
             raise BadCall("arguments must be a JSON object")
-        errors = [
-            f"{'/'.join(str(part) for part in error.absolute_path) or 'arguments'}: {error.message}"
-            for error in self.validators[call.name].iter_errors(arguments)
-        ]
+        try:
+            errors = [
+                f"{'/'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
+                for error in self.validators[call.name].iter_errors(arguments)
+            ]
+        except RecursionError:
+            raise BadCall("arguments are nested too deeply") from None
         if errors:
             raise BadCall("invalid arguments: " + "; ".join(sorted(errors)))
         key = (call.name, json.dumps(arguments, sort_keys=True))
@@ -198,7 +207,10 @@ class FunctionGemmaRunner:
         return arguments
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
-        context = injected_context(tool, self.node, self.agent.options, self.workspace)
+        try:
+            context = injected_context(tool, self.node, self.agent.options, self.workspace)
+        except OSError as exc:  # e.g. the node's file was deleted while the run went on
+            return ToolOutcome(ok=False, error=f"cannot prepare the tool's context: {exc}")
         inputs = tool.sandbox_inputs(arguments, context)
         outcome = await self.sandbox.run(tool, inputs, self.host, self.agent.tool_limits)
         if outcome.ok and isinstance(outcome.value, dict) and "findings" in outcome.value:

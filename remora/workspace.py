@@ -134,10 +134,15 @@ class Workspace:
                 fromfile="/dev/null" if original.text is None else f"a/{key}",
                 tofile=f"b/{key}",
             )
+            # difflib leaves a last line without its newline; patch(1) and git expect a marker.
+            diff = "".join(
+                line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                for line in lines
+            )
             changes.append(
                 Change(
                     file=key,
-                    diff="".join(lines),
+                    diff=diff,
                     new_text=after,
                     original_sha256=original.sha256,
                     newline=original.newline,

@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from remora.workspace import Workspace
 def tree_hash(root: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
+        if ".remora_cache" in path.parts:
+            continue  # Remora's own cache, not the user's files
         digest.update(path.relative_to(root).as_posix().encode())
         if path.is_file():
             digest.update(path.read_bytes())
@@ -160,3 +163,18 @@ def test_keep_workspaces_leaves_the_directory_for_inspection(
         assert (kept / "pkg" / "shout.py").read_text().count("lower") == 1
     finally:
         shutil.rmtree(kept)
+
+
+def test_diff_of_a_file_without_a_final_newline_is_a_valid_patch(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("a = 1\nb = 1")
+    workspace = Workspace(tmp_path)
+    workspace.write_text("m.py", "a = 1\nb = 2")
+    (change,) = workspace.diff()
+    patch = tmp_path / "change.patch"
+    patch.write_text(change.diff)
+    done = subprocess.run(
+        ["git", "apply", "--check", "--verbose", str(patch)], cwd=tmp_path, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr
+    subprocess.run(["git", "apply", str(patch)], cwd=tmp_path, check=True)
+    assert (tmp_path / "m.py").read_text() == "a = 1\nb = 2"
