@@ -34,11 +34,12 @@ from remora.report.progress import JobProgress
 from remora.report.render import FORMATS, render_report
 from remora.results import JobResult, JobStatus, RunSummary
 from remora.shard import parse_shard, select_shard
+from remora.signals import Terminated, exit_code, terminate_as_interrupt
 from remora.suppressions import apply_suppressions
 from remora.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
 from remora.yamlfile import UserInputError
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -238,6 +239,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    with terminate_as_interrupt():
+        try:
+            return run_command(args)
+        except KeyboardInterrupt as interrupt:
+            what = "terminated" if isinstance(interrupt, Terminated) else "interrupted"
+            stderr.print(f"remora: {what}; no report written")
+            return exit_code(interrupt)
+
+
+def run_command(args: argparse.Namespace) -> int:
     try:
         if args.command == "nodes":
             return cmd_nodes(args)
@@ -263,9 +274,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_analyze(args, loaded)
     except UserInputError as exc:
         return fail(str(exc))
-    except KeyboardInterrupt:
-        stderr.print("remora: interrupted; nothing was written")
-        return EXIT_INTERRUPTED
 
 
 def cli_settings(args: argparse.Namespace) -> dict[str, Any]:

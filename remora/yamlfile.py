@@ -38,6 +38,7 @@ class YamlFile:
             where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
             problem = getattr(exc, "problem", None) or str(exc)
             raise UserInputError(f"{where}: not valid YAML: {problem}") from exc
+        _refuse_duplicate_keys(path, root)
         return cls(path=path, data=data, _root=root)
 
     def line_of(self, loc: Sequence[str | int]) -> int | None:
@@ -63,6 +64,27 @@ class YamlFile:
     def where(self, loc: Sequence[str | int]) -> str:
         line = self.line_of(loc)
         return f"{self.path}:{line}" if line else str(self.path)
+
+
+def _refuse_duplicate_keys(path: Path, root: yaml.Node | None) -> None:
+    """PyYAML keeps the last of two equal keys silently; a typo'd config must not."""
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in node.value:
+                line = key.start_mark.line + 1
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        raise UserInputError(
+                            f"{path}:{line}: {key.value}: duplicate key "
+                            f"(first at line {seen[key.value]})"
+                        )
+                    seen[key.value] = line
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 def format_loc(loc: Sequence[str | int]) -> str:

@@ -77,6 +77,9 @@ class OpenAIChatModel:
             ) from exc
         except (openai.APIError, ValueError) as exc:  # e.g. a body that is not JSON
             raise ModelError(f"unusable reply from {self.base_url}: {exc}") from exc
+        body: object = response
+        if isinstance(body, str | bytes):  # the client hands back bodies that are not JSON
+            raise ModelError(f"unusable reply from {self.base_url}: not JSON: {body[:120]!r}")
         choices = getattr(response, "choices", None)
         if not choices or choices[0].message is None:
             raise ModelError(f"reply from {self.base_url} has no message (no choices)")

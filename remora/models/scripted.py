@@ -16,9 +16,11 @@ import inspect
 import itertools
 import json
 import logging
+import random
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -107,7 +109,15 @@ class RawReply:
     headers: Headers = ()
 
 
-Reply: TypeAlias = ToolCallsReply | TextReply | HttpErrorReply | RawReply
+@dataclass(frozen=True, slots=True)
+class DelayedReply:
+    """Another reply, sent after `seconds` (a server slower than the client's timeout)."""
+
+    reply: ToolCallsReply | TextReply | HttpErrorReply | RawReply
+    seconds: float
+
+
+Reply: TypeAlias = ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply
 Rule: TypeAlias = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
 Arguments: TypeAlias = Mapping[str, Any] | str
 
@@ -322,7 +332,7 @@ def _phrase(status: int) -> str:
 
 
 def _check_reply(item: object, what: str) -> Reply:
-    if not isinstance(item, ToolCallsReply | TextReply | HttpErrorReply | RawReply):
+    if not isinstance(item, ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply):
         raise TypeError(f"{what} is not a reply: {item!r}")
     return item
 
@@ -552,6 +562,9 @@ class ScriptedModelServer:
                 await anyio.sleep(self.latency)
             if self._rule is not None:
                 reply = _check_reply(await self._apply_rule(self._rule, body), "rule result")
+            if isinstance(reply, DelayedReply):
+                await anyio.sleep(reply.seconds)
+                reply = reply.reply
         except Exception as exc:
             return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
         finally:
@@ -571,6 +584,8 @@ class ScriptedModelServer:
         return await result if inspect.isawaitable(result) else result
 
     def _render(self, body: dict[str, Any], reply: Reply) -> _Response:
+        if isinstance(reply, DelayedReply):  # already waited for in _chat
+            reply = reply.reply
         if isinstance(reply, RawReply):
             return _Response(reply.status, reply.body, list(reply.headers))
         if isinstance(reply, HttpErrorReply):
@@ -613,6 +628,93 @@ class ScriptedModelServer:
         )
 
 
+# --------------------------------------------------------------------------- faults
+
+FAULTS = (
+    "drop",
+    "429",
+    "500",
+    "502",
+    "503",
+    "slow",
+    "truncated",
+    "not_json",
+    "no_choices",
+    "null_message",
+    "huge",
+)
+"""Every fault `FaultInjector` can produce."""
+
+
+class FaultInjector:
+    """Wraps a rule: each request gets, with probability `rate`, a fault instead of the rule's
+    reply. Seeded, so a run is reproducible; `injected` counts what was sent."""
+
+    def __init__(
+        self,
+        rule: Rule,
+        *,
+        rate: float,
+        seed: int = 0,
+        faults: Sequence[str] = FAULTS,
+        slow_seconds: float = 30.0,
+        huge_bytes: int = 2_000_000,
+    ) -> None:
+        unknown = sorted(set(faults) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
+        self.rule, self.rate, self.faults = rule, rate, list(faults)
+        self.slow_seconds, self.huge_bytes = slow_seconds, huge_bytes
+        self._random = random.Random(seed)
+        self.injected: Counter[str] = Counter()
+
+    async def __call__(self, body: dict[str, Any]) -> Reply:
+        if self._random.random() >= self.rate:
+            result = self.rule(body)
+            return _check_reply(await result if inspect.isawaitable(result) else result, "rule")
+        fault = self._random.choice(self.faults)
+        self.injected[fault] += 1
+        return self.fault_reply(fault)
+
+    def fault_reply(self, fault: str) -> Reply:
+        json_type = (("content-type", "application/json"),)
+        if fault == "drop":  # promises more bytes than it sends: the connection drops
+            return RawReply(200, b'{"id": "x", "choi', (*json_type, ("content-length", "4096")))
+        if fault == "429":
+            return HttpErrorReply(429, "rate limited (injected)", (("retry-after", "0"),))
+        if fault in ("500", "502", "503"):
+            return HttpErrorReply(int(fault), f"injected {fault}")
+        if fault == "slow":
+            return DelayedReply(TextReply("too late"), self.slow_seconds)
+        if fault == "truncated":
+            return RawReply(200, b'{"id": "x", "object": "chat.completion", "choices": [{"in')
+        if fault == "not_json":
+            return RawReply(200, b"<html>502 Bad Gateway</html>", (("content-type", "text/html"),))
+        if fault == "no_choices":
+            return RawReply(
+                200,
+                json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [],
+                    }
+                ).encode(),
+            )
+        if fault == "null_message":
+            payload = {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "message": None, "finish_reason": "stop"}],
+            }
+            return RawReply(200, json.dumps(payload).encode())
+        return TextReply("x" * self.huge_bytes)  # huge
+
+
 # --------------------------------------------------------------------------- process
 
 
@@ -643,11 +745,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="extend",
         nargs="+",
         metavar="NAME",
-        help="model ids listed by GET /v1/models (default: scripted)",
+        help=f"model ids listed by GET /v1/models (default: {DEFAULT_MODEL})",
+    )
+    parser.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability that a chat request gets an injected fault instead of a reply",
+    )
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault sequence")
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"comma-separated faults to draw from (default: all: {','.join(FAULTS)})",
+    )
+    parser.add_argument(
+        "--slow-seconds", type=float, default=30.0, help="delay of the 'slow' fault"
     )
     args = parser.parse_args(argv)
+    rule: Rule = CallEveryTool()
+    if args.fault_rate > 0:
+        rule = FaultInjector(
+            rule,
+            rate=args.fault_rate,
+            seed=args.fault_seed,
+            faults=[fault for fault in args.faults.split(",") if fault],
+            slow_seconds=args.slow_seconds,
+        )
     server = ScriptedModelServer(
-        rule=CallEveryTool(),
+        rule=rule,
         host=args.host,
         port=args.port,
         latency=args.latency,
