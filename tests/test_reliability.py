@@ -276,9 +276,7 @@ def leaf_keys() -> list[tuple[str, Any]]:
                 found.append((prefix + name, "not-a-number"))
             elif "boolean" in types:
                 found.append((prefix + name, "maybe"))
-            elif "array" in types:
-                found.append((prefix + name, 5))
-            elif "object" in types:
+            elif "array" in types or "object" in types:
                 found.append((prefix + name, 5))
             else:
                 found.append((prefix + name, ["not", "a", "string"]))
