@@ -50,7 +50,11 @@ class ServerSettings(Section):
 class ModelProfileName(StrEnum):
     AUTO = "auto"
     FUNCTIONGEMMA = "functiongemma"
+    """FunctionGemma on a stock vLLM: "auto" every turn, only submit_result on the last."""
+    FUNCTIONGEMMA_KIT = "functiongemma-kit"
+    """FunctionGemma on Remora's server kit, which constrains forced calls natively."""
     OPENAI = "openai"
+    """Models that handle JSON-constrained calls: "required", then a named submit_result."""
 
 
 class RunnerSettings(Section):
@@ -60,7 +64,8 @@ class RunnerSettings(Section):
     """Completion token limit per model reply."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     model_profile: ModelProfileName = ModelProfileName.AUTO
-    """How tool choice is steered: functiongemma, openai, or auto (from the model name)."""
+    """How tool choice is steered: functiongemma, functiongemma-kit, openai, or auto
+    (functiongemma when a model name mentions gemma, else openai)."""
     max_repairs: int = Field(default=3, ge=0, le=20)
     """Bad model replies (unknown tool, invalid arguments, no call...) tolerated per job."""
     job_timeout: float = Field(default=300.0, gt=0)

@@ -183,17 +183,29 @@ async def test_turn_limit_when_the_model_never_submits(
     assert "unknown tool 'find_todos'" in result.error.message
 
 
-async def test_openai_profile_uses_required_then_named_choice(
-    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+@pytest.mark.parametrize("profile", [ModelProfileName.OPENAI, ModelProfileName.FUNCTIONGEMMA_KIT])
+async def test_required_then_named_choice_profiles(
+    profile: ModelProfileName, agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
 ) -> None:
     script = [tool_call("find_todos", {}), tool_call("find_todos", {"marker": "Z"}), SUBMIT]
-    result, requests = await run_job(
-        script, agent, node, project, sandbox, profile=ModelProfileName.OPENAI
-    )
+    result, requests = await run_job(script, agent, node, project, sandbox, profile=profile)
     assert result.status == "success"
     assert [r["tool_choice"] for r in requests[:2]] == ["required", "required"]
     assert requests[2]["tool_choice"] == {"type": "function", "function": {"name": "submit_result"}}
-    assert len(requests[2]["tools"]) == 3
+    assert len(requests[2]["tools"]) == 3  # the same tool list every turn: the prefix is cached
+    assert requests[2]["tools"] == requests[0]["tools"]
+
+
+def test_auto_profile_follows_the_model_names() -> None:
+    from remora.protocol.profiles import resolve_profile
+
+    auto = ModelProfileName.AUTO
+    assert resolve_profile(auto, "google/functiongemma-270m-it").name == "functiongemma"
+    assert resolve_profile(auto, "google/functiongemma-270m-it", "lint-lora").name == (
+        "functiongemma"
+    )
+    assert resolve_profile(auto, "Qwen/Qwen3-0.6B").name == "openai"
+    assert resolve_profile(ModelProfileName.FUNCTIONGEMMA_KIT, "x").tool_choice == "required"
 
 
 async def test_server_500_is_a_model_error(

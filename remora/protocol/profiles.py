@@ -1,9 +1,10 @@
 """Model profiles: how to ask each model family for tool calls and force the final one.
 
-FunctionGemma behind vLLM must not get `tool_choice="required"` or a named choice: vLLM then
-forces plain JSON instead of the model's native call syntax and the model degrades. So for
-FunctionGemma every turn uses "auto", and the last turn offers only `submit_result`. Models that
-handle JSON-constrained calls well use "required" and, on the last turn, a named choice.
+FunctionGemma behind a stock vLLM must not get `tool_choice="required"` or a named choice: vLLM
+then forces plain JSON instead of the model's native call syntax and the model degrades. So
+there every turn uses "auto", and the last turn offers only `submit_result`. Remora's server kit
+(server/) constrains forced calls in FunctionGemma's own syntax, so there, as with models that
+handle JSON-constrained calls well, every turn is "required" and the last names submit_result.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class ModelProfile(BaseModel):
 PROFILES = {
     ModelProfileName.FUNCTIONGEMMA: ModelProfile(
         name=ModelProfileName.FUNCTIONGEMMA, tool_choice="auto", final_turn="only_submit_tool"
+    ),
+    ModelProfileName.FUNCTIONGEMMA_KIT: ModelProfile(
+        name=ModelProfileName.FUNCTIONGEMMA_KIT, tool_choice="required", final_turn="named_choice"
     ),
     ModelProfileName.OPENAI: ModelProfile(
         name=ModelProfileName.OPENAI, tool_choice="required", final_turn="named_choice"
