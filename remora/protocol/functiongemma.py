@@ -686,22 +686,42 @@ def _parse_block(text: str, start: int, *, final: bool) -> _Block:
     return block
 
 
-def _recovery_end(text: str, start: int, *, final: bool) -> int | None:
+def _recovery_end(finder: _Finder, start: int, *, final: bool) -> int | None:
     """Where a broken block's text ends: after its ``<end_function_call>``, else at the next
     call or terminator, else at the end (``None`` while streaming: not known yet)."""
     after = start + len(START_FUNCTION_CALL)
-    next_start = text.find(START_FUNCTION_CALL, after)
-    end_call = text.find(END_FUNCTION_CALL, after)
+    next_start = finder.find(START_FUNCTION_CALL, after)
+    end_call = finder.find(END_FUNCTION_CALL, after)
     if end_call != -1 and (next_start == -1 or end_call < next_start):
         return end_call + len(END_FUNCTION_CALL)
-    stops = [index for index in (next_start, *_find_all(text, after, _TERMINATORS)) if index != -1]
+    stops = [i for i in (next_start, *finder.find_all(_TERMINATORS, after)) if i != -1]
     if stops:
         return min(stops)
-    return len(text) if final else None
+    return len(finder.text) if final else None
 
 
-def _find_all(text: str, start: int, markers: Iterable[str]) -> list[int]:
-    return [text.find(marker, start) for marker in markers]
+class _Finder:
+    """`str.find` that remembers each marker's next occurrence. The scan only moves forward, so
+    each marker is searched for at most once per occurrence: linear time however many blocks
+    (thousands of unclosed `<start_function_call>` would otherwise be quadratic)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._next: dict[str, tuple[int, int]] = {}
+        """marker -> (searched from, found at or -1)."""
+
+    def find(self, marker: str, start: int) -> int:
+        cached = self._next.get(marker)
+        if cached is not None:
+            searched_from, found = cached
+            if searched_from <= start and (found == -1 or found >= start):
+                return found
+        found = self.text.find(marker, start)
+        self._next[marker] = (start, found)
+        return found
+
+    def find_all(self, markers: Iterable[str], start: int) -> list[int]:
+        return [self.find(marker, start) for marker in markers]
 
 
 @dataclass
@@ -716,10 +736,11 @@ def _scan(text: str, *, final: bool) -> _Scan:
     text out of the content (their start was already streamed as a call)."""
     content: list[str] = []
     blocks: list[_Block] = []
+    finder = _Finder(text)
     pos = 0
     while True:
-        call_at = text.find(START_FUNCTION_CALL, pos)
-        stops = [index for index in _find_all(text, pos, _TERMINATORS) if index != -1]
+        call_at = finder.find(START_FUNCTION_CALL, pos)
+        stops = [index for index in finder.find_all(_TERMINATORS, pos) if index != -1]
         stop_at = min(stops) if stops else -1
         if stop_at != -1 and (call_at == -1 or stop_at < call_at):
             content.append(text[pos:stop_at])
@@ -738,7 +759,7 @@ def _scan(text: str, *, final: bool) -> _Scan:
             continue
         if block.status == _INCOMPLETE:
             break
-        end = _recovery_end(text, call_at, final=final)
+        end = _recovery_end(finder, call_at, final=final)
         if end is None:
             break
         if final:
