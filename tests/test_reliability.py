@@ -375,3 +375,49 @@ def test_signals_leave_files_whole_and_nothing_behind(
     assert not list(project.rglob(".*.tmp"))
     leftover = subprocess.run(["pgrep", "-f", str(scratch)], capture_output=True, text=True)
     assert leftover.stdout == ""
+
+
+# --- many jobs against a faulty server -----------------------------------------------------
+
+
+def test_hundreds_of_jobs_against_a_faulty_server_all_end_and_add_up(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The full-size run (10,000 jobs at capacity 512) is bench/faults.py; this is its small
+    sibling that CI runs."""
+    from remora.models.scripted import CallEveryTool
+
+    jobs = 300
+    (project / "pkg" / "many.py").write_text(
+        "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(jobs - 1))
+    )
+    monkeypatch.chdir(project)
+    injector = FaultInjector(
+        CallEveryTool(arguments={"replace_text": {"old": "zz", "new": "zz"}}),
+        rate=0.05,
+        seed=7,
+        slow_seconds=3.0,
+    )
+    with ScriptedModelServer(rule=injector) as server:
+        code, report, _ = run(
+            project,
+            capsys,
+            server,
+            "--concurrency",
+            "64",
+            "-c",
+            "server.retries=1",
+            "-c",
+            "server.timeout=1",
+        )
+    summary = report["summary"]
+    assert summary["jobs"] == len(report["results"]) == jobs
+    assert summary["success"] + summary["failed"] + summary["error"] == jobs
+    assert sum(injector.injected.values()) > 0
+    assert summary["error"] > 0 and summary["success"] > jobs * 0.7
+    assert code == 2
+    for result in report["results"]:
+        assert (result["error"] is None) == (result["status"] == "success")
