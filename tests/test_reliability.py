@@ -421,3 +421,54 @@ def test_hundreds_of_jobs_against_a_faulty_server_all_end_and_add_up(
     assert code == 2
     for result in report["results"]:
         assert (result["error"] is None) == (result["status"] == "success")
+
+
+# --- big and odd inputs --------------------------------------------------------------------
+
+
+def test_a_directory_of_20000_files(tmp_path: Path) -> None:
+    from remora.discovery import discover_nodes
+
+    for folder in range(100):
+        directory = tmp_path / f"d{folder}"
+        directory.mkdir()
+        for index in range(200):
+            (directory / f"m{index}.py").write_text(f"def f{index}():\n    return {index}\n")
+    started = time.monotonic()
+    found = discover_nodes([tmp_path], root=tmp_path)
+    assert len(found.files) == 20_000
+    assert len(found.nodes) == 40_000
+    assert time.monotonic() - started < 60
+
+
+def test_a_five_megabyte_file(tmp_path: Path) -> None:
+    from remora.discovery import discover_nodes
+
+    body = "".join(f"def f{i}(a, b):\n    return a + b + {i}\n\n\n" for i in range(120_000))
+    (tmp_path / "big.py").write_text(body)
+    assert len(body) > 5_000_000
+    found = discover_nodes([tmp_path], root=tmp_path)
+    assert len(found.nodes) == 120_001
+    assert found.nodes[-1].start_line == 4 * 119_999 + 1
+
+
+def test_paths_with_spaces_and_unicode_end_to_end(
+    tmp_path: Path,
+    probe_agent: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    project = tmp_path / "my prøject"
+    (project / "süb dir").mkdir(parents=True)
+    (project / "süb dir" / "mödule one.py").write_text("def grüß():\n    # TODO: x\n    pass\n")
+    (project / "remora.yaml").write_text(
+        f"agents:\n  lint: {{enabled: false}}\n  probe: {{definition: '{probe_agent}'}}\n"
+    )
+    monkeypatch.chdir(project)
+    with ScriptedModelServer(script=[tool_call("find_todos", {}), SUBMIT]) as server:
+        code = main(["analyze", "süb dir", "--format", "json", "--base-url", server.base_url])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    (result,) = report["results"]
+    assert result["node"]["id"] == "süb dir/mödule one.py::grüß"
+    assert result["findings"][0]["file"] == "süb dir/mödule one.py"
