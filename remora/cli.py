@@ -168,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
         "write nothing",
     )
     analyze.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="let agents apply fixes that may change behaviour (ruff's unsafe fixes); sets "
+        "the option unsafe_fixes of every agent",
+    )
+    analyze.add_argument(
         "--keep-workspaces",
         action="store_true",
         help="keep each job's workspace directory (for debugging tools); paths in the report",
@@ -372,6 +378,8 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
     agents = select_agents(loaded, names or None)
     if not agents:
         return fail("no agents enabled; enable one in remora.yaml or name one with --agents")
+    for agent in agents if args.unsafe_fixes else []:
+        agent.options["unsafe_fixes"] = True
     found, root = discover(args.paths, None if args.no_cache else cache_dir(loaded))
     if not found.nodes:
         if found.warnings:

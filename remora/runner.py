@@ -98,7 +98,7 @@ class FunctionGemmaRunner:
     async def _turn_loop(self) -> dict[str, Any]:
         self.messages = [
             {"role": "system", "content": self.agent.definition.system_prompt},
-            {"role": "user", "content": self.agent.render_context(self.node)},
+            {"role": "user", "content": self.agent.render_context(self.node, self.workspace.root)},
         ]
         while True:
             self.turns += 1
@@ -146,8 +146,8 @@ class FunctionGemmaRunner:
     async def _dispatch(
         self, calls: list[ToolCall], offered: set[str]
     ) -> tuple[dict[str, Any] | None, list[str]]:
-        """Validate every call, run the valid tool calls concurrently, append their results in
-        call order. Returns the submitted result, if any, and the problems to repair."""
+        """Validate every call, run the valid tool calls, append their results in call order.
+        Returns the submitted result, if any, and the problems to repair."""
         outcomes: list[ToolOutcome | None] = [None] * len(calls)
         problems: list[str] = []
         submitted: dict[str, Any] | None = None
@@ -165,12 +165,11 @@ class FunctionGemmaRunner:
             else:
                 runnable.append((index, self.tools[call.name], arguments))
 
-        async def run_one(index: int, tool: Tool, arguments: dict[str, Any]) -> None:
+        # A job's calls run one after another, in call order: parallel calls often edit the same
+        # file (two fixes to one function), and each must see the other's write. Concurrency
+        # comes from running many jobs at once, not from inside one.
+        for index, tool, arguments in runnable:
             outcomes[index] = await self._run_tool(tool, arguments)
-
-        async with anyio.create_task_group() as group:
-            for index, tool, arguments in runnable:
-                group.start_soon(run_one, index, tool, arguments)
         for call, outcome in zip(calls, outcomes, strict=True):
             assert outcome is not None
             self.messages.append(tool_message(call, outcome.content()))
@@ -214,6 +213,8 @@ class FunctionGemmaRunner:
         inputs = tool.sandbox_inputs(arguments, context)
         outcome = await self.sandbox.run(tool, inputs, self.host, self.agent.tool_limits)
         if outcome.ok and isinstance(outcome.value, dict) and "findings" in outcome.value:
+            if outcome.value.get("replaces_findings") is True:
+                self.findings.clear()  # e.g. after a fix: the tool reports what remains
             try:
                 self._record_findings(outcome.value["findings"])
             except (ValidationError, TypeError) as exc:

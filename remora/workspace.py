@@ -121,6 +121,10 @@ class Workspace:
 
     # --- results -------------------------------------------------------------------------------
 
+    def original_text(self, path: str) -> str | None:
+        """The file as the job first saw it (None: it did not exist)."""
+        return self._read_original(self.key(path)).text
+
     def diff(self) -> list[Change]:
         changes = []
         for key in sorted(self._written):
@@ -161,6 +165,7 @@ class Workspace:
         """
         if self._directory is None:
             self._directory = Path(tempfile.mkdtemp(prefix="remora-ws-"))
+            self._realize(".")  # the project's top level, even before the job touched a file
         touched = {key for key, original in self._original.items() if original.text is not None}
         for key in sorted(touched | set(self._written)):
             text = self._written.get(key, self._original[key].text)

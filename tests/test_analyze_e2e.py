@@ -243,19 +243,30 @@ def test_server_error_makes_job_error_and_exit_2(
 def test_main_job_on_the_bundled_example(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The README's main job: the bundled lint agent over examples/demo."""
+    """The README's main job with the bundled lint agent (CallEveryTool stands in for the
+    model): ruff's findings on the demo, each reported once, by the node that owns its line."""
     from remora.models.scripted import CallEveryTool
 
     monkeypatch.chdir(Path(__file__).parent.parent)
     with ScriptedModelServer(rule=CallEveryTool()) as server:
         code, out, err = run_cli(
-            ["analyze", "examples/demo", "--format", "json", "--base-url", server.base_url],
+            [
+                "analyze",
+                "examples/demo",
+                "--agents",
+                "lint",
+                "--format",
+                "json",
+                "--no-cache",
+                "--base-url",
+                server.base_url,
+            ],
             capsys,
         )
     assert code == 1, err
     report = json.loads(out)
-    assert report["summary"]["jobs"] == 7  # the functions and methods of the demo
-    assert report["summary"]["success"] == 7
+    assert report["summary"]["jobs"] == report["summary"]["nodes"] == 15
+    assert report["summary"]["success"] == 15
     found = {
         (f["file"].removeprefix("examples/demo/inventory/"), f["line"], f["column"], f["rule"])
         for r in report["results"]
@@ -264,8 +275,8 @@ def test_main_job_on_the_bundled_example(
     assert found == {
         ("report.py", 5, 24, "B006"),
         ("report.py", 7, 5, "T201"),
-        ("stock.py", 5, 30, "B006"),
-        ("stock.py", 9, 11, "FIX002"),
-        ("stock.py", 15, 9, "E722"),
-        ("stock.py", 16, 13, "T201"),
+        ("stock.py", 2, 8, "F401"),
+        ("stock.py", 6, 30, "B006"),
+        ("stock.py", 16, 9, "E722"),
+        ("stock.py", 17, 13, "T201"),
     }

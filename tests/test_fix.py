@@ -105,15 +105,28 @@ def test_fix_refuses_a_file_that_changed_after_the_agent_read_it(tmp_path: Path)
     assert target.read_text() == "a = 1  # edited by the user meanwhile\n"
 
 
-def test_two_changes_to_one_file_apply_once(tmp_path: Path) -> None:
+def test_overlapping_changes_to_one_file_apply_once(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text("a = 1\nb = 1\n")
     first, second = Workspace(tmp_path), Workspace(tmp_path)
     first.write_text("m.py", "a = 2\nb = 1\n")
     second.write_text("m.py", "a = 1\nb = 2\n")
     report = apply_changes([*first.diff(), *second.diff()], tmp_path)
     assert report.applied == ["m.py"]
-    assert report.conflicts == ["m.py: another change to this file was applied first; not written"]
+    assert report.conflicts == ["m.py: overlaps another change to this file; not written"]
     assert (tmp_path / "m.py").read_text() == "a = 2\nb = 1\n"
+
+
+def test_separate_changes_to_one_file_are_merged(tmp_path: Path) -> None:
+    original = "def a():\n    return 1\n\n\ndef b():\n    return 1\n"
+    (tmp_path / "m.py").write_bytes(original.replace("\n", "\r\n").encode())
+    first, second = Workspace(tmp_path), Workspace(tmp_path)
+    first.write_text("m.py", original.replace("def a():\n", 'def a():\n    """A."""\n'))
+    second.write_text("m.py", original[: original.index("def b")] + "def b():\n    return 2\n")
+    report = apply_changes([*first.diff(), *second.diff()], tmp_path)
+    assert (report.applied, report.conflicts) == (["m.py"], [])
+    assert (tmp_path / "m.py").read_bytes().decode() == (
+        'def a():\r\n    """A."""\r\n    return 1\r\n\r\n\r\ndef b():\r\n    return 2\r\n'
+    )
 
 
 def test_fix_with_a_conflict_exits_1(

@@ -14,7 +14,7 @@ def test_tool_check_passes_on_the_bundled_agents(capsys: pytest.CaptureFixture[s
     assert main(["tool", "check", "lint"]) == 0
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert "checked 1 tools of 1 agents: 0 problems" in captured.err
+    assert "checked 2 tools of 1 agents: 0 problems" in captured.err
 
 
 def test_tool_check_reports_type_errors_with_script_lines(

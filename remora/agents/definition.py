@@ -11,6 +11,7 @@ import jinja2
 import jsonschema
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from remora.agents.context import ProviderName, provide
 from remora.agents.toolscript import (
     SUBMIT_RESULT,
     InputSpec,
@@ -55,7 +56,10 @@ class AgentDefinition(Strict):
     max_turns: int = Field(default=6, ge=1, le=100)
     system_prompt: str
     node_context: str
-    """Jinja2 template for the first user message; sees `node`, `agent` and `options`."""
+    """Jinja2 template for the first user message; sees `node`, `agent`, `options` and
+    `context` (the providers listed under `context`)."""
+    context: list[ProviderName] = Field(default_factory=list)
+    """Context providers whose text the template can show, e.g. ruff_config."""
     tools: list[ToolRef] = Field(default_factory=list)
     submit_result: SubmitResultSpec
     options: dict[str, Any] = Field(default_factory=dict)
@@ -120,9 +124,14 @@ class Agent(BaseModel):
     def handles(self, node: Node) -> bool:
         return node.type in self.definition.node_types
 
-    def render_context(self, node: Node) -> str:
+    def render_context(self, node: Node, root: Path) -> str:
         template = TEMPLATES.from_string(self.definition.node_context)
-        return template.render(node=node.model_dump(), agent=self.name, options=self.options)
+        return template.render(
+            node=node.model_dump(),
+            agent=self.name,
+            options=self.options,
+            context=provide(self.definition.context, node, root),
+        )
 
 
 def load_definition(path: Path) -> tuple[AgentDefinition, YamlFile]:
@@ -193,7 +202,7 @@ def _check_template_renders(agent: Agent, document: YamlFile) -> None:
         text="def f():\n    pass\n",
     )
     try:
-        agent.render_context(sample)
+        agent.render_context(sample, document.path.parent)
     except jinja2.TemplateError as exc:
         where = document.where(["node_context"])
         raise UserInputError(f"{where}: node_context: cannot render template: {exc}") from exc

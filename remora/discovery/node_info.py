@@ -38,6 +38,7 @@ def node_info(node: Node) -> dict[str, Any]:
     }
     tree = _PARSER.parse(node.text.encode("utf-8"))
     root = tree.root_node
+    info["children"] = _children(root, node.start_line - 1, is_file=node.type is NodeType.FILE)
     if node.type is NodeType.FILE:
         info["docstring"] = _docstring(root)
         return info
@@ -67,6 +68,50 @@ def node_info(node: Node) -> dict[str, Any]:
     header = definition.text[: end - definition.start_byte] if definition.text else b""
     info["signature"] = " ".join(header.decode("utf-8").split())
     return info
+
+
+def _children(root: SyntaxNode, line_offset: int, *, is_file: bool) -> list[dict[str, Any]]:
+    """Definitions directly inside this one (a file's top-level definitions, a class's methods,
+    a function's nested functions), with file line numbers: what the node's own lines exclude."""
+    found: list[dict[str, Any]] = []
+    top = root.children[0] if root.children and not is_file else None
+    if top is not None and top.type == "decorated_definition":
+        top = top.child_by_field_name("definition")
+    if top is not None and top.type in ("function_definition", "class_definition"):
+        body = top.child_by_field_name("body")
+        statements = body.children if body is not None else []
+    else:
+        statements = root.children
+    stack = list(statements)
+    while stack:
+        child = stack.pop(0)
+        definition = child
+        if child.type == "decorated_definition":
+            definition = child.child_by_field_name("definition") or child
+        if definition.type in ("function_definition", "class_definition"):
+            name = definition.child_by_field_name("name")
+            found.append(
+                {
+                    "name": _text(name) if name is not None else "",
+                    "type": "class" if definition.type == "class_definition" else "function",
+                    "start_line": child.start_point.row + 1 + line_offset,
+                    "end_line": child.end_point.row + 1 + line_offset,
+                }
+            )
+        elif child.type in (
+            "if_statement",
+            "try_statement",
+            "with_statement",
+            "block",
+            "else_clause",
+            "elif_clause",
+            "except_clause",
+            "finally_clause",
+            "for_statement",
+            "while_statement",
+        ):
+            stack[:0] = list(child.children)  # definitions nested in compound statements
+    return found
 
 
 def _parameters(parameters: SyntaxNode) -> list[dict[str, Any]]:

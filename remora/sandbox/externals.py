@@ -35,6 +35,9 @@ def host_functions(
     def read_file(path: str) -> str:
         return workspace.read_text(_path(path))
 
+    def read_original(path: str) -> str | None:
+        return workspace.original_text(_path(path))
+
     def write_file(path: str, content: str) -> None:
         if not isinstance(content, str):
             raise TypeError("write_file: content must be a str")
@@ -57,6 +60,7 @@ def host_functions(
 
     return {
         "read_file": read_file,
+        "read_original": read_original,
         "write_file": write_file,
         "list_dir": list_dir,
         "file_exists": file_exists,
