@@ -188,7 +188,7 @@ def load_tool(path: Path) -> Tool:
     if not lines or lines[0].strip() != HEADER_START:
         raise UserInputError(
             f"{path}:1: a tool script starts with a '{HEADER_START}' header declaring its "
-            "description and inputs (see docs/writing-agents.md)"
+            "description and inputs (see docs/WRITING_AGENTS.md)"
         )
     end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == HEADER_END), None)
     if end is None:
