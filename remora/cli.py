@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ from remora.cache import ResultCache, clean
 from remora.changed import ChangedLines, changed_lines, touches
 from remora.config import LoadedSettings, deep_merge, load_settings, parse_override, render_settings
 from remora.discovery import Discovery, DiscoveryError, discover_nodes
+from remora.events import Events
 from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel
-from remora.orchestrator import Job, plan_jobs, run_jobs
+from remora.orchestrator import Job, emit_finished, job_id, plan_jobs, run_jobs
 from remora.protocol.messages import ModelError
 from remora.report.jsonl import JsonLinesStream
 from remora.report.progress import JobProgress
@@ -166,6 +168,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the combined patch of all changes to stdout instead of the report; "
         "write nothing",
+    )
+    analyze.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write the event stream (JSON Lines, docs/EVENTS.md) to FILE, or - for stderr",
+    )
+    analyze.add_argument(
+        "--events-payloads",
+        action="store_true",
+        help="include prompts, replies and tool outputs in events (cut to --events-payload-limit)",
+    )
+    analyze.add_argument(
+        "--events-payload-limit",
+        type=int,
+        default=2000,
+        metavar="CHARS",
+        help="longest payload kept in an event (default 2000 characters)",
     )
     analyze.add_argument(
         "--unsafe-fixes",
@@ -373,6 +392,17 @@ def cmd_list_agents(args: argparse.Namespace, loaded: LoadedSettings) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
+    events = Events.to_target(
+        args.events, payloads=args.events_payloads, payload_limit=args.events_payload_limit
+    )
+    try:
+        return analyze(args, loaded, events)
+    finally:
+        events.close()
+
+
+def analyze(args: argparse.Namespace, loaded: LoadedSettings, events: Events) -> int:
+    started = time.perf_counter()
     settings = loaded.settings
     names = [name.strip() for name in (args.agents or "").split(",") if name.strip()]
     agents = select_agents(loaded, names or None)
@@ -381,6 +411,13 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
     for agent in agents if args.unsafe_fixes else []:
         agent.options["unsafe_fixes"] = True
     found, root = discover(args.paths, None if args.no_cache else cache_dir(loaded))
+    events.emit(
+        "discovery_done",
+        files=len(found.files),
+        nodes=len(found.nodes),
+        warnings=len(found.warnings),
+        duration_s=time.perf_counter() - started,
+    )
     if not found.nodes:
         if found.warnings:
             return fail("discovery failed: no file could be read (see the warnings above)")
@@ -415,9 +452,19 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
         if stream is not None:
             stream.write(result)
 
+    events.emit(
+        "run_started",
+        paths=[str(path) for path in args.paths],
+        agents=[agent.name for agent in agents],
+        jobs=len(jobs),
+        cached=len(known),
+        concurrency=settings.concurrency,
+    )
     results_by_index: dict[int, JobResult] = {}
     for index, hit in known.items():
         finish(hit)
+        agent = jobs[index][0]
+        emit_finished(events.for_job(job_id(agent, hit.node), hit.node.id, agent.name), hit)
         results_by_index[index] = hit
     if pending:
         if not settings.server.base_url:
@@ -431,7 +478,15 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
         try:
             fresh = anyio.run(
                 functools.partial(
-                    run_pending, pending, agents, loaded, root, cache, args.keep_workspaces, finish
+                    run_pending,
+                    pending,
+                    agents,
+                    loaded,
+                    root,
+                    cache,
+                    args.keep_workspaces,
+                    finish,
+                    events,
                 )
             )
         except ModelError as exc:
@@ -477,6 +532,10 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
             exit_code = max(exit_code, EXIT_FINDINGS)
         if applied.applied and args.exit_non_zero_on_fix:
             exit_code = max(exit_code, EXIT_FINDINGS)
+        events.emit("changes_applied", files=applied.applied, conflicts=applied.conflicts)
+    events.emit(
+        "run_finished", summary=summary.model_dump(), duration_s=time.perf_counter() - started
+    )
     if args.exit_zero and exit_code == EXIT_FINDINGS:
         return EXIT_OK
     return exit_code
@@ -496,6 +555,7 @@ async def run_pending(
     cache: ResultCache | None,
     keep_workspaces: bool,
     finish: Callable[[JobResult], None],
+    events: Events,
 ) -> list[JobResult]:
     settings = loaded.settings
     model = OpenAIChatModel(settings.server)
@@ -521,6 +581,7 @@ async def run_pending(
                 root=root,
                 keep_workspaces=keep_workspaces,
                 cache=cache,
+                events=events,
                 on_result=on_result,
             )
     finally:

@@ -11,6 +11,7 @@ from remora.agents.definition import Agent
 from remora.cache import ResultCache
 from remora.config import RemoraSettings
 from remora.discovery.nodes import Node
+from remora.events import NO_EVENTS, Events, JobEvents
 from remora.protocol.messages import ChatModel
 from remora.protocol.profiles import resolve_profile
 from remora.results import ErrorCode, JobError, JobResult, JobStatus
@@ -35,6 +36,7 @@ async def run_jobs(
     root: Path,
     keep_workspaces: bool = False,
     cache: ResultCache | None = None,
+    events: Events = NO_EVENTS,
     on_result: Callable[[JobResult], None] | None = None,
 ) -> list[JobResult]:
     """Run every job; a job that crashes becomes an `error` result and never stops the others.
@@ -50,7 +52,9 @@ async def run_jobs(
     async with ToolSandbox() as sandbox:
 
         async def run_one(index: int, agent: Agent, node: Node) -> None:
+            job_events = events.for_job(job_id(agent, node), node.id, agent.name)
             async with limiter:
+                job_events.emit("job_started")
                 profile = resolve_profile(
                     settings.runner.model_profile, settings.server.model, agent.model
                 )
@@ -64,6 +68,7 @@ async def run_jobs(
                     workspace=workspace,
                     profile=profile,
                     settings=settings.runner,
+                    events=job_events,
                 )
                 try:
                     result = await runner.run()
@@ -75,14 +80,38 @@ async def run_jobs(
                     result.workspace = str(workspace.kept_directory)
             if cache is not None:
                 cache.put(agent, result, root)
+            emit_finished(job_events, result)
             results[index] = result
             if on_result is not None:
                 on_result(result)
 
         async with anyio.create_task_group() as group:
             for index, (agent, node) in enumerate(jobs):
+                events.emit(
+                    "job_queued", job_id=job_id(agent, node), node_id=node.id, agent=agent.name
+                )
                 group.start_soon(run_one, index, agent, node)
     return [result for result in results if result is not None]
+
+
+def job_id(agent: Agent, node: Node) -> str:
+    return f"{agent.name}:{node.id}"
+
+
+def emit_finished(events: JobEvents, result: JobResult) -> None:
+    events.emit(
+        "job_finished",
+        status=result.status.value,
+        turns=result.turns,
+        findings=len(result.findings),
+        changes=len(result.changes),
+        prompt_tokens=result.usage.prompt_tokens,
+        completion_tokens=result.usage.completion_tokens,
+        duration_s=result.duration_s,
+        cached=result.cached,
+        error_code=result.error.code.value if result.error else None,
+        error=result.error.message if result.error else None,
+    )
 
 
 def crashed(agent: Agent, node: Node, exc: BaseException, *, turns: int = 0) -> JobResult:

@@ -14,7 +14,16 @@ from remora.agents.definition import Agent
 from remora.agents.toolscript import SUBMIT_RESULT, Tool
 from remora.config import RunnerSettings
 from remora.discovery.nodes import Node
-from remora.protocol.messages import ChatModel, Message, ModelError, ToolCall, tool_message
+from remora.events import NO_EVENTS, JobEvents
+from remora.protocol.messages import (
+    ChatModel,
+    Message,
+    ModelError,
+    ModelReply,
+    ToolCall,
+    ToolChoice,
+    tool_message,
+)
 from remora.protocol.profiles import ModelProfile
 from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, Usage
 from remora.sandbox.commands import CommandRunner
@@ -52,6 +61,7 @@ class FunctionGemmaRunner:
         workspace: Workspace,
         profile: ModelProfile,
         settings: RunnerSettings,
+        events: JobEvents | None = None,
     ) -> None:
         self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
         self.workspace, self.profile, self.settings = workspace, profile, settings
@@ -65,6 +75,7 @@ class FunctionGemmaRunner:
         self.usage = Usage()
         self.findings: dict[tuple[object, ...], Finding] = {}
         self.seen_calls: set[tuple[str, str]] = set()
+        self.events = events or NO_EVENTS.for_job("", node.id, agent.name)
 
     async def run(self) -> JobResult:
         started = time.perf_counter()
@@ -104,16 +115,7 @@ class FunctionGemmaRunner:
             self.turns += 1
             last_turn = self.turns >= self.agent.max_turns
             tools, tool_choice = self.profile.request_tools(self.agent, last_turn=last_turn)
-            reply = await self.model.complete(
-                model=self.agent.model,
-                messages=self.messages,
-                tools=tools,
-                tool_choice=tool_choice,
-                max_tokens=self.settings.max_tokens,
-                temperature=self.settings.temperature,
-            )
-            self.usage.prompt_tokens += reply.usage.prompt_tokens
-            self.usage.completion_tokens += reply.usage.completion_tokens
+            reply = await self._ask(tools, tool_choice)
             self.messages.append(reply.as_message())
             if reply.tool_calls:
                 offered = {schema["function"]["name"] for schema in tools}
@@ -133,6 +135,36 @@ class FunctionGemmaRunner:
                 )
             if problems:
                 self._count_repair(problems)
+
+    async def _ask(self, tools: list[dict[str, Any]], tool_choice: ToolChoice) -> ModelReply:
+        self.events.emit(
+            "model_request",
+            turn=self.turns,
+            messages=len(self.messages),
+            tools=[schema["function"]["name"] for schema in tools],
+            payload=self.events.payload(self.messages),
+        )
+        started = time.perf_counter()
+        reply = await self.model.complete(
+            model=self.agent.model,
+            messages=self.messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            max_tokens=self.settings.max_tokens,
+            temperature=self.settings.temperature,
+        )
+        self.usage.prompt_tokens += reply.usage.prompt_tokens
+        self.usage.completion_tokens += reply.usage.completion_tokens
+        self.events.emit(
+            "model_response",
+            turn=self.turns,
+            latency_s=time.perf_counter() - started,
+            prompt_tokens=reply.usage.prompt_tokens,
+            completion_tokens=reply.usage.completion_tokens,
+            tool_calls=[call.name[:80] for call in reply.tool_calls],
+            payload=self.events.payload(reply.as_message()),
+        )
+        return reply
 
     def _count_repair(self, problems: list[str]) -> None:
         self.repairs += 1
@@ -158,6 +190,7 @@ class FunctionGemmaRunner:
             except BadCall as bad:
                 problems.append(f"{call.name}: {bad}")
                 outcomes[index] = ToolOutcome(ok=False, error=str(bad))
+                self.events.emit("bad_call", tool=call.name[:80], problem=str(bad))
                 continue
             if call.name == SUBMIT_RESULT:
                 submitted = arguments
@@ -211,7 +244,16 @@ class FunctionGemmaRunner:
         except OSError as exc:  # e.g. the node's file was deleted while the run went on
             return ToolOutcome(ok=False, error=f"cannot prepare the tool's context: {exc}")
         inputs = tool.sandbox_inputs(arguments, context)
+        self.events.emit("tool_call", tool=tool.name, payload=self.events.payload(arguments))
         outcome = await self.sandbox.run(tool, inputs, self.host, self.agent.tool_limits)
+        self.events.emit(
+            "tool_result",
+            tool=tool.name,
+            ok=outcome.ok,
+            duration_s=outcome.duration_s,
+            error=outcome.error,
+            payload=self.events.payload(outcome.content()),
+        )
         if outcome.ok and isinstance(outcome.value, dict) and "findings" in outcome.value:
             if outcome.value.get("replaces_findings") is True:
                 self.findings.clear()  # e.g. after a fix: the tool reports what remains
