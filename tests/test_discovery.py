@@ -351,6 +351,39 @@ def test_syntax_errors_still_give_definitions(tmp_path: Path) -> None:
     )
 
 
+def test_valid_python_the_grammar_rejects_gets_the_definitions_ast_sees(tmp_path: Path) -> None:
+    # tree-sitter-python fails on this continuation line (as in the stdlib's test_compile.py)
+    # and its error recovery loses the nesting of what follows; Python's parser takes over.
+    source = (
+        "\ufeffclass A:\n"
+        "    def f(self):\n"
+        "        x = (bar.\n"
+        "    baz)\n"
+        "        return x  # ok\n"
+        "\n"
+        "    @property\n"
+        "    @  other(1)\n"
+        "    def g(self):\n"
+        "        def inner(): pass\n"
+        "        # trailing comment\n"
+        "\n"
+        "async def h(): pass\n"
+    )
+    write(tmp_path, "a.py", source)
+    discovery = discover_nodes([tmp_path], root=tmp_path)
+    data = source.encode()
+    assert discovered_signatures(discovery, "a.py") == ast_signatures(data)
+    nodes = by_qualname(discovery)
+    assert (
+        nodes["A.g"].text
+        == "@property\n    @  other(1)\n    def g(self):\n        def inner(): pass"
+    )
+    assert (nodes["A.g"].start_line, nodes["A.g"].start_column) == (7, 5)
+    assert nodes["A"].start_byte == 3  # after the byte order mark
+    assert nodes["h"].type is NodeType.FUNCTION
+    assert_ranges_consistent(discovery, tmp_path)
+
+
 def test_non_utf8_and_binary_files_are_skipped_with_warnings(tmp_path: Path) -> None:
     write(tmp_path, "latin1.py", "# -*- coding: latin-1 -*-\nname = 'café'\n".encode("latin-1"))
     write(tmp_path, "blob.py", b"\x00\x01\x02def f(): pass\n")
@@ -580,3 +613,291 @@ def test_unreadable_files_and_directories_give_warnings(tmp_path: Path) -> None:
         (tmp_path / "locked").chmod(0o755)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"files": ["ok.py"], "warnings": ["locked", "secret.py"]}
+
+
+# Every statement that can hold a definition ---------------------------------------------------
+
+
+EVERY_STATEMENT = """\
+import contextlib
+
+match command:
+    case "go":
+        def go(): pass
+    case [x, *rest] if x:
+        class Moved:
+            def where(self): pass
+    case _:
+        @staticmethod
+        def fallback(): pass
+
+for item in items:
+    def per_item(): pass
+else:
+    def after_loop(): pass
+
+while waiting:
+    class Waiting: pass
+else:
+    def done_waiting(): pass
+
+try:
+    def attempt(): pass
+except* ValueError:
+    def on_value_error(): pass
+else:
+    def no_error(): pass
+finally:
+    def always(): pass
+
+try:
+    pass
+except (KeyError, IndexError) as error:
+    def on_lookup_error(): pass
+
+with contextlib.suppress(Exception), open("f") as handle:
+    def inside_with(): pass
+
+async def outer():
+    async with lock:
+        def locked(): pass
+    async for chunk in stream:
+        class Chunk:
+            if True:
+                def method_in_if(self): pass
+            elif False:
+                def method_in_elif(self): pass
+
+if a:
+    pass
+elif b:
+    def in_elif(): pass
+
+class Decorated:
+    @property
+    @other
+    def prop(self): pass
+
+    class Nested:
+        @dataclass
+        class Deeper: pass
+
+lambda_value = lambda: (yield)
+"""
+
+
+def test_definitions_in_every_kind_of_statement(tmp_path: Path) -> None:
+    write(tmp_path, "a.py", EVERY_STATEMENT)
+    discovery = discover_nodes([tmp_path], root=tmp_path)
+    found = discovered_signatures(discovery, "a.py")
+    assert found == ast_signatures(EVERY_STATEMENT.encode())
+    assert len(found) == 24
+    assert found[("outer.Chunk.method_in_if", "method", 46, 46)] == 1
+    assert found[("fallback", "function", 10, 11)] == 1
+    assert found[("Decorated.prop", "method", 56, 58)] == 1
+    assert_ranges_consistent(discovery, tmp_path)
+
+
+def test_the_walk_descends_into_every_statement_container_of_the_grammar() -> None:
+    # A grammar upgrade that adds a statement or clause must be classified here: the walk that
+    # replaces the query on error-free files only descends into STATEMENT_CONTAINERS.
+    from tree_sitter import Language
+
+    from remora.discovery.parse import STATEMENT_CONTAINERS, _language
+
+    language: Language = _language()
+    kinds = {
+        str(language.node_kind_for_id(kind))
+        for kind in range(language.node_kind_count)
+        if language.node_kind_is_named(kind) and language.node_kind_is_visible(kind)
+    }
+    holds_no_statement = {
+        "assert_statement",
+        "break_statement",
+        "continue_statement",
+        "delete_statement",
+        "exec_statement",
+        "expression_statement",
+        "for_in_clause",  # comprehensions
+        "future_import_statement",
+        "global_statement",
+        "if_clause",  # comprehensions
+        "import_from_statement",
+        "import_statement",
+        "nonlocal_statement",
+        "pass_statement",
+        "print_statement",
+        "raise_statement",
+        "return_statement",
+        "type_alias_statement",
+        "with_clause",  # the items of a with statement, not its body
+    }
+    suffixes = ("_statement", "_clause", "block", "definition", "module")
+    statement_like = {kind for kind in kinds if kind.endswith(suffixes)}
+    assert statement_like - STATEMENT_CONTAINERS - holds_no_statement == set()
+
+
+# Parse cache --------------------------------------------------------------------------------
+
+
+def cache_entries(cache: Path) -> list[Path]:
+    return sorted((cache / "discovery").glob("*/*/*.json"))
+
+
+def test_a_warm_cache_gives_the_same_nodes_without_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, cache = tmp_path / "project", tmp_path / "cache"
+    write(project, "a.py", "class A:\n    def f(self):\n        pass\n")
+    write(project, "pkg/b.py", "def g(): pass\n")
+    write(project, "pkg/c.py", "def g(): pass\n")  # same bytes as b.py: one entry for both
+    uncached = discover_nodes([project], root=project)
+    cold = discover_nodes([project], root=project, cache_dir=cache)
+    assert (cold.nodes, cold.files, cold.warnings) == (
+        uncached.nodes,
+        uncached.files,
+        uncached.warnings,
+    )
+    assert len(cache_entries(cache)) == 2
+    assert (
+        (cache / "CACHEDIR.TAG")
+        .read_text()
+        .startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    )
+    assert (cache / ".gitignore").read_text().splitlines()[-1] == "*"
+
+    def no_parsing(data: bytes) -> list[object]:
+        raise AssertionError("parsed although cached")
+
+    monkeypatch.setattr("remora.discovery.parse.find_definitions", no_parsing)
+    warm = discover_nodes([project], root=project, cache_dir=cache)
+    assert warm.nodes == uncached.nodes
+    assert warm.cached_files == 3
+    assert warm.warnings == []
+
+
+def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
+    project, cache = tmp_path / "project", tmp_path / "cache"
+    write(project, "a.py", "def old(): pass\n")
+    write(project, "b.py", "def same(): pass\n")
+    discover_nodes([project], root=project, cache_dir=cache)
+    stat = (project / "a.py").stat()
+    write(project, "a.py", "def new(): pass\n")  # same size
+    os.utime(project / "a.py", ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime
+    found = discover_nodes([project], root=project, cache_dir=cache)
+    assert [node.id for node in found.nodes] == [
+        "a.py::<module>",
+        "a.py::new",
+        "b.py::<module>",
+        "b.py::same",
+    ]
+    assert found.cached_files == 1
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"",
+        b"garbage",
+        b"\xff\xfe not utf-8",
+        "truncated",
+        "other key",
+        "wrong shape",
+    ],
+)
+def test_a_damaged_cache_entry_is_ignored_and_rewritten(
+    tmp_path: Path, damage: bytes | str
+) -> None:
+    from remora.discovery.cache import content_key, encode_entry
+
+    project, cache = tmp_path / "project", tmp_path / "cache"
+    source = "class A:\n    def f(self): pass\n"
+    write(project, "a.py", source)
+    expected = discover_nodes([project], root=project, cache_dir=cache)
+    (entry,) = cache_entries(cache)
+    good = entry.read_bytes()
+    if damage == "truncated":
+        entry.write_bytes(good[: len(good) // 2])
+    elif damage == "other key":
+        entry.write_bytes(encode_entry(content_key(b"other"), []))
+    elif damage == "wrong shape":
+        body = json.dumps({"key": content_key(source.encode()), "definitions": [[1, 2]]})
+        entry.write_bytes(good.partition(b"\n")[0] + b"\n" + body.encode())
+    else:
+        assert isinstance(damage, bytes)
+        entry.write_bytes(damage)
+    again = discover_nodes([project], root=project, cache_dir=cache)
+    assert again.nodes == expected.nodes
+    assert again.cached_files == 0
+    assert entry.read_bytes() == good  # rewritten
+    assert discover_nodes([project], root=project, cache_dir=cache).cached_files == 1
+
+
+def test_a_cache_that_cannot_be_written_gives_one_warning(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    for index in range(3):
+        write(project, f"m{index}.py", f"def f{index}(): pass\n")
+    not_a_directory = write(tmp_path, "cache", "a file where the cache should be")
+    found = discover_nodes([project], root=project, cache_dir=not_a_directory)
+    assert found.nodes == discover_nodes([project], root=project).nodes
+    (warning,) = found.warnings
+    assert warning.file == not_a_directory.as_posix()
+    assert "parse cache not written" in warning.message
+
+
+def test_entries_of_other_versions_are_removed(tmp_path: Path) -> None:
+    project, cache = tmp_path / "project", tmp_path / "cache"
+    write(project, "a.py", "def f(): pass\n")
+    old = write(cache, "discovery/0123456789abcdef/ab/cdef.json", "from an older remora")
+    discover_nodes([project], root=project, cache_dir=cache)
+    assert not old.parent.parent.exists()
+    assert len(cache_entries(cache)) == 1
+
+
+def test_unused_entries_are_pruned_beyond_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("remora.discovery.cache.PRUNE_FLOOR", 3)
+    project, cache = tmp_path / "project", tmp_path / "cache"
+    for version in range(3):  # each edit leaves the previous entry behind
+        write(project, "a.py", f"def f{version}(): pass\n")
+        write(project, "b.py", f"def g{version}(): pass\n")
+        discover_nodes([project], root=project, cache_dir=cache)
+    # 6 entries written, more than max(3, 2 x 2 files): only this run's are kept.
+    assert len(cache_entries(cache)) == 2
+    assert discover_nodes([project], root=project, cache_dir=cache).cached_files == 2
+
+
+CONCURRENT_DISCOVERY = """
+import json, sys
+from pathlib import Path
+from remora.discovery import discover_nodes
+project, cache = Path(sys.argv[1]), Path(sys.argv[2])
+for _ in range(3):
+    found = discover_nodes([project], root=project, cache_dir=cache, workers=1)
+print(json.dumps({"nodes": len(found.nodes), "warnings": [w.message for w in found.warnings]}))
+"""
+
+
+def test_concurrent_processes_share_a_cache(tmp_path: Path) -> None:
+    project, cache = tmp_path / "project", tmp_path / "cache"
+    for index in range(150):
+        write(project, f"pkg/m{index}.py", f"class C{index}:\n    def m(self): pass\n" * 3)
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT_DISCOVERY, str(project), str(cache)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    for run, (stdout, stderr) in zip(runs, outputs, strict=True):
+        assert run.returncode == 0, stderr
+        assert json.loads(stdout) == {"nodes": 150 * 7, "warnings": []}
+    assert len(cache_entries(cache)) == 150
+    assert list((cache / "discovery").glob("*/*/*.part")) == []  # no temporary file left
+    warm = discover_nodes([project], root=project, cache_dir=cache)
+    assert warm.cached_files == 150
+    assert warm.nodes == discover_nodes([project], root=project).nodes

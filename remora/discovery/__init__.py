@@ -10,11 +10,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from remora.discovery.cache import CACHE_SUBDIR, DefinitionCache
 from remora.discovery.nodes import MODULE_QUALNAME, Node, NodeType, node_id
 from remora.discovery.parse import build_nodes, default_workers, parse_files
 from remora.discovery.walk import iter_python_files
 
 __all__ = [
+    "CACHE_SUBDIR",
     "MODULE_QUALNAME",
     "Discovery",
     "DiscoveryError",
@@ -48,10 +50,16 @@ class Discovery(BaseModel):
     nodes: list[Node]
     files: list[str]
     warnings: list[DiscoveryWarning]
+    cached_files: int = 0
+    """Files whose definitions came from the parse cache instead of tree-sitter."""
 
 
 def discover_nodes(
-    paths: Sequence[Path], root: Path | None = None, *, workers: int | None = None
+    paths: Sequence[Path],
+    root: Path | None = None,
+    *,
+    workers: int | None = None,
+    cache_dir: Path | None = None,
 ) -> Discovery:
     """Find the Python files under `paths` and split each into nodes.
 
@@ -59,6 +67,11 @@ def discover_nodes(
     for files outside it. `files` lists the files analysed; files that could not be (binary,
     not UTF-8, unreadable) are left out and reported in `warnings`. `workers` caps the worker
     processes; by default they are used only for large inputs.
+
+    With `cache_dir` (e.g. the project's `.remora_cache/`), each file's definitions are kept in
+    `cache_dir/discovery/`, keyed by the file's content, and a later run skips parsing the files
+    that have not changed. The result is the same with or without the cache. A cache that
+    cannot be written gives one warning; a damaged entry is re-parsed and rewritten.
     """
     missing = [str(path) for path in paths if not _exists(path)]
     if missing:
@@ -74,19 +87,33 @@ def discover_nodes(
         warnings.append(DiscoveryWarning(file=_display(path, base), message=reason))
 
     found = list(iter_python_files(paths, base, skip))
+    cache = DefinitionCache(cache_dir) if cache_dir is not None else None
+    cached = parsed = 0
+    cache_error: str | None = None
+    used_keys: set[str] = set()
     # Nodes are built as results arrive, overlapping with the worker processes still parsing.
     by_file: dict[str, list[Node]] = {}
     with _no_cyclic_gc():
-        for path, result in parse_files(found, _worker_count(found, workers)):
+        for path, result in parse_files(found, _worker_count(found, workers), cache):
             if isinstance(result, str):
                 skip(path, result)
-            else:
-                file = _display(path, base)
-                by_file[file] = build_nodes(file, result.data, result.definitions)
+                continue
+            file = _display(path, base)
+            by_file[file] = build_nodes(file, result.data, result.definitions)
+            cached += result.cached
+            parsed += not result.cached
+            cache_error = cache_error or result.cache_error
+            if result.key is not None:
+                used_keys.add(result.key)
+    if cache is not None:
+        if cache_error is not None:
+            skip(cache.root, cache_error)
+        elif parsed:  # entries were written: some may be garbage now
+            cache.prune(used_keys)
     files = sorted(by_file)
     nodes = [node for file in files for node in by_file[file]]
     warnings.sort(key=lambda warning: warning.file)
-    return Discovery(nodes=nodes, files=files, warnings=warnings)
+    return Discovery(nodes=nodes, files=files, warnings=warnings, cached_files=cached)
 
 
 @contextmanager

@@ -16,6 +16,12 @@ class NodeType(StrEnum):
 
 MODULE_QUALNAME = "<module>"
 
+Definition = tuple[NodeType, str, str, int, int, int, int, int]
+"""A class or function as discovery finds it: (type, name, qualified name, start line, start
+column, end line, start byte, end byte). Lines and columns are 1-based, lines inclusive; bytes
+index the file's bytes. A plain tuple: worker processes send thousands back, and the parse cache
+stores them, and tuples are cheap to pickle and to build."""
+
 
 class Node(BaseModel):
     """One analysable piece of a Python file.
