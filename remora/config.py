@@ -198,6 +198,9 @@ def _read_config_file(path: Path) -> tuple[dict[str, Any], YamlFile | None]:
         return {}, document
     if not isinstance(document.data, dict):
         raise UserInputError(f"{path}:1: the config file must be a mapping of sections")
+    odd = [key for key in document.data if not isinstance(key, str)]
+    if odd:
+        raise UserInputError(f"{document.where([])}: keys must be names, not {odd[0]!r}")
     return document.data, document
 
 

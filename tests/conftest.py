@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from remora.agents.registry import bundled_agents_dir
+
 SAMPLE_MODULE = '''\
 """Sample module."""
 
@@ -94,12 +96,14 @@ def probe_agent(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def probe_config(project: Path, probe_agent: Path) -> Path:
-    """remora.yaml in the project: only the probe agent enabled, no retries (fast tests)."""
+    """remora.yaml in the project: only the probe agent enabled (every bundled agent off), no
+    retries (fast tests)."""
+    bundled = sorted(path.parent.name for path in bundled_agents_dir().glob("*/agent.yaml"))
     config = project / "remora.yaml"
     config.write_text(
         "server:\n  retries: 0\n  timeout: 10\n"
         "agents:\n"
-        "  lint: {enabled: false}\n"
-        f"  probe: {{definition: {probe_agent}}}\n"
+        + "".join(f"  {name}: {{enabled: false}}\n" for name in bundled)
+        + f"  probe: {{definition: {probe_agent}}}\n"
     )
     return config

@@ -75,8 +75,8 @@ def test_errors_name_file_line_key_and_allowed_values(
         "retries, timeout" in message
     )
     assert (
-        f"{config}:5: runner.model_profile: Input should be 'auto', 'functiongemma' or "
-        "'openai' (got 'gemma')" in message
+        f"{config}:5: runner.model_profile: Input should be 'auto', 'functiongemma', "
+        "'functiongemma-kit' or 'openai' (got 'gemma')" in message
     )
     assert "environment REMORA_CONCURRENCY: concurrency: Input should be a valid integer" in message
     assert "command line: runner.max_turns: Input should be greater than or equal to 1" in message
