@@ -35,8 +35,9 @@ class Section(BaseModel):
 
 
 class ServerSettings(Section):
-    base_url: str | None = None
-    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 for a local vLLM."""
+    base_url: str | list[str] | None = None
+    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 for a local vLLM; a list (or
+    comma-separated URLs) spreads jobs over several replicas."""
     api_key: SecretStr = SecretStr("EMPTY")
     """Sent as a bearer token; vLLM accepts anything unless started with --api-key."""
     model: str = "google/functiongemma-270m-it"
@@ -45,6 +46,14 @@ class ServerSettings(Section):
     """Seconds to wait for one model reply."""
     retries: int = Field(default=3, ge=0, le=20)
     """Retries with exponential backoff on connection errors, timeouts, 429 and 5xx."""
+
+    @property
+    def base_urls(self) -> list[str]:
+        urls = self.base_url if isinstance(self.base_url, list) else [self.base_url or ""]
+        return [url.strip() for entry in urls for url in entry.split(",") if url.strip()]
+
+    def for_url(self, url: str) -> ServerSettings:
+        return self.model_copy(update={"base_url": url})
 
 
 class ModelProfileName(StrEnum):

@@ -19,8 +19,8 @@ class OpenAIChatModel:
     5xx) are the OpenAI client's own; `server.retries` sets how many."""
 
     def __init__(self, settings: ServerSettings) -> None:
-        if not settings.base_url:
-            raise ValueError("server.base_url is not set")
+        if not isinstance(settings.base_url, str) or not settings.base_url:
+            raise ValueError("OpenAIChatModel needs exactly one server.base_url")
         self.base_url = settings.base_url
         self.client = AsyncOpenAI(
             base_url=settings.base_url,
