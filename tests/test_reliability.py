@@ -466,7 +466,18 @@ def test_paths_with_spaces_and_unicode_end_to_end(
     )
     monkeypatch.chdir(project)
     with ScriptedModelServer(script=[tool_call("find_todos", {}), SUBMIT]) as server:
-        code = main(["analyze", "süb dir", "--format", "json", "--base-url", server.base_url])
+        code = main(
+            [
+                "analyze",
+                "süb dir",
+                "--agents",
+                "probe",
+                "--format",
+                "json",
+                "--base-url",
+                server.base_url,
+            ]
+        )
     report = json.loads(capsys.readouterr().out)
     assert code == 1
     (result,) = report["results"]

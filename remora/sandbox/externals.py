@@ -10,6 +10,7 @@ from typing import Any
 from remora.agents.toolscript import Tool
 from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
+from remora.sandbox import python_checks
 from remora.sandbox.commands import CommandRunner
 from remora.workspace import Workspace
 
@@ -66,6 +67,11 @@ def host_functions(
         "file_exists": file_exists,
         "node_info": node_info,
         "run_command": run_command,
+        # Pure functions of their arguments: no workspace access, safe to share.
+        "check_docstring": python_checks.check_docstring,
+        "parse_docstring": python_checks.parse_docstring,
+        "render_docstring": python_checks.render_docstring,
+        "compare_python": python_checks.compare_python,
     }
 
 

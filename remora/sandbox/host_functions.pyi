@@ -17,3 +17,35 @@ def node_info() -> dict[str, Any]:
 async def run_command(name: str, args: list[str]) -> dict[str, Any]:
     """Run an allow-listed program in the job's workspace directory. Returns command,
     exit_code (None on timeout), timed_out, stdout, stderr, truncated."""
+
+# Python source checks (tree-sitter on the host). Offsets are character offsets into the text
+# passed in; lines and columns are 1-based.
+def check_docstring(
+    source: str, line: int, style: str = "google", include_types: bool = False
+) -> dict[str, Any] | None:
+    """The class or function starting on `line` (decorators count), or None: kind, name,
+    method, nested, line, column (of its name), decorators; status ("missing", "outdated",
+    "ok" or "skipped"), skip_reason, problems (how the docstring disagrees with the signature);
+    parameters to document (name, doc_name such as "*args", annotation, default, kind; no
+    self/cls); result ({section: "Returns" or "Yields", annotation} or None); docstring (text,
+    line, end_line, start, end, parsed) or None; template (the docstring to write, None where a
+    sentence is needed: in the existing docstring's style, else `style`) and needs (summary:
+    bool, parameters: names, result: the section title or None); indent (the body's);
+    splice {start, end, before, after}: the new source is
+    source[:start] + before + literal + after + source[end:]."""
+
+def parse_docstring(docstring: str) -> dict[str, Any]:
+    """A Google, NumPy or Sphinx docstring's parts: style (None without sections), summary,
+    description, parameters (name, type, description, section), returns and yields (title,
+    type, description, or None) and sections (title, body) for everything else."""
+
+def render_docstring(
+    parts: dict[str, Any], style: str = "google", indent: str = "    ", width: int = 88
+) -> str:
+    """The docstring literal for `parts` (shaped like parse_docstring's result) in `style`,
+    every line after the first indented with `indent`. Text is not escaped."""
+
+def compare_python(before: str, after: str) -> dict[str, Any]:
+    """Whether `after` is `before` with only docstrings changed: ok, problems, parses,
+    same_code (the trees with docstrings removed are equal), changed_docstrings (their
+    lines). New or changed docstrings must start their own line at the body's indentation."""
