@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -34,8 +34,15 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _url_list(value: object) -> object:
+    """One URL, comma-separated URLs or a list of URLs, as a list (None stays None)."""
+    if isinstance(value, str):
+        return [url.strip() for url in value.split(",") if url.strip()] or None
+    return value
+
+
 class ServerSettings(Section):
-    base_url: str | list[str] | None = None
+    base_url: Annotated[list[str] | None, BeforeValidator(_url_list)] = None
     """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 for a local vLLM; a list (or
     comma-separated URLs) spreads jobs over several replicas."""
     api_key: SecretStr = SecretStr("EMPTY")
@@ -49,11 +56,10 @@ class ServerSettings(Section):
 
     @property
     def base_urls(self) -> list[str]:
-        urls = self.base_url if isinstance(self.base_url, list) else [self.base_url or ""]
-        return [url.strip() for entry in urls for url in entry.split(",") if url.strip()]
+        return list(self.base_url or [])
 
     def for_url(self, url: str) -> ServerSettings:
-        return self.model_copy(update={"base_url": url})
+        return self.model_copy(update={"base_url": [url]})
 
 
 class ModelProfileName(StrEnum):

@@ -233,7 +233,7 @@ async def _check_url(
     probe_model: str | None,
 ) -> _UrlReport:
     settings = ServerSettings(
-        base_url=url, api_key=SecretStr(api_key), timeout=request_timeout, retries=0
+        base_url=[url], api_key=SecretStr(api_key), timeout=request_timeout, retries=0
     )
     client = OpenAIChatModel(settings)
     lines: list[CheckLine] = []

@@ -34,7 +34,7 @@ def test_precedence_file_env_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     loaded = load_settings(cli={"server": {"base_url": "http://cli/v1"}})
     assert loaded.config_file == tmp_path / "remora.yaml"
     server = loaded.settings.server
-    assert (server.base_url, server.model, server.timeout) == ("http://cli/v1", "env-model", 5.0)
+    assert (server.base_urls, server.model, server.timeout) == (["http://cli/v1"], "env-model", 5.0)
     assert loaded.settings.runner.max_turns == 4
 
 
@@ -130,3 +130,16 @@ def test_example_config_is_valid_and_documents_every_key() -> None:
         for key in type(getattr(loaded.settings, section)).model_fields:
             assert f"{key}:" in text, f"remora.yaml.example lacks {section}.{key}"
     assert "concurrency:" in text
+
+
+def test_base_url_takes_one_url_a_comma_list_or_a_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    single = load_settings(cli={"server": {"base_url": "http://a/v1"}}).settings.server
+    assert single.base_urls == ["http://a/v1"]
+    monkeypatch.setenv("REMORA_SERVER__BASE_URL", "http://a/v1, http://b/v1")
+    assert load_settings().settings.server.base_urls == ["http://a/v1", "http://b/v1"]
+    (tmp_path / "remora.yaml").write_text("server:\n  base_url: [http://c/v1, http://d/v1]\n")
+    monkeypatch.delenv("REMORA_SERVER__BASE_URL")
+    assert load_settings().settings.server.base_urls == ["http://c/v1", "http://d/v1"]

@@ -19,11 +19,11 @@ class OpenAIChatModel:
     5xx) are the OpenAI client's own; `server.retries` sets how many."""
 
     def __init__(self, settings: ServerSettings) -> None:
-        if not isinstance(settings.base_url, str) or not settings.base_url:
+        if len(settings.base_urls) != 1:
             raise ValueError("OpenAIChatModel needs exactly one server.base_url")
-        self.base_url = settings.base_url
+        self.base_url = settings.base_urls[0]
         self.client = AsyncOpenAI(
-            base_url=settings.base_url,
+            base_url=self.base_url,
             api_key=settings.api_key.get_secret_value() or "EMPTY",
             timeout=settings.timeout,
             max_retries=settings.retries,
