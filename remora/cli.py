@@ -26,6 +26,7 @@ from remora.baseline import Baseline
 from remora.cache import ResultCache, clean
 from remora.changed import ChangedLines, changed_lines, touches
 from remora.config import LoadedSettings, deep_merge, load_settings, parse_override, render_settings
+from remora.dashboard import cmd_dashboard, run_with_dashboard
 from remora.discovery import Discovery, DiscoveryError, discover_nodes
 from remora.events import Events
 from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel
@@ -197,6 +198,84 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep each job's workspace directory (for debugging tools); paths in the report",
     )
+    analyze.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="show a live dashboard on stderr while the analysis runs: jobs in flight, "
+        "throughput, model latency, per-agent results, recent errors (see remora dashboard)",
+    )
+
+    watch = commands.add_parser(
+        "watch",
+        parents=[config_flags],
+        help="analyse, then re-analyse what changes, until Ctrl-C",
+        description="Analyse PATH like analyze, then watch it: after each burst of changes to "
+        "Python files, run again through the result cache, so only changed nodes reach the "
+        "model. The report goes to stdout after every run, a summary line to stderr. "
+        "Ctrl-C stops (exit 130).",
+    )
+    watch.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    watch.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
+    watch.add_argument(
+        "--output-format",
+        "--format",
+        dest="output_format",
+        choices=FORMATS,
+        default="table",
+        help="report format after each run, as for analyze (default table)",
+    )
+    watch.add_argument(
+        "--cache-dir", type=Path, metavar="DIR", help="cache folder (default .remora_cache)"
+    )
+    watch.add_argument("--base-url", metavar="URL", help="OpenAI-compatible server URL")
+    watch.add_argument("--model", metavar="NAME", help="served model name")
+    watch.add_argument(
+        "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
+    )
+    watch.add_argument(
+        "--events",
+        metavar="FILE",
+        help="append the event stream of every run to FILE (follow it with remora dashboard)",
+    )
+    watch.add_argument(
+        "--debounce",
+        type=int,
+        default=200,
+        metavar="MS",
+        help="wait until files have been quiet for MS milliseconds before a run (default 200)",
+    )
+    watch.add_argument(
+        "--max-runs",
+        type=int,
+        metavar="N",
+        help="exit after N runs, the first full one included, with the last run's exit code",
+    )
+
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="live view of an event stream: progress, throughput, latency, errors",
+        description="Follow an event stream (remora analyze --events FILE) as it grows and "
+        "show jobs in flight, throughput, model latency percentiles, per-agent results and "
+        "the most recent errors. Ctrl-C stops.",
+    )
+    dashboard.add_argument(
+        "--events",
+        default="-",
+        metavar="FILE",
+        help="the event file to follow (default -: standard input)",
+    )
+    dashboard.add_argument(
+        "--no-follow",
+        action="store_true",
+        help="read what is there, print the dashboard once and exit",
+    )
+    dashboard.add_argument(
+        "--window",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="throughput over the last SECONDS of events (default 10)",
+    )
 
     nodes = commands.add_parser(
         "nodes", help="list the nodes discovery finds", description="List discovered nodes."
@@ -277,6 +356,8 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         if args.command == "nodes":
             return cmd_nodes(args)
+        if args.command == "dashboard":
+            return cmd_dashboard(args)
         start = args.paths[0] if getattr(args, "paths", None) else None
         loaded = load_settings(
             args.config, cli=cli_settings(args), cwd=start, isolated=args.isolated
@@ -296,6 +377,10 @@ def run_command(args: argparse.Namespace) -> int:
                 if args.tool_command == "check"
                 else cmd_tool_run(args, loaded)
             )
+        if args.command == "watch":
+            from remora.watch import cmd_watch  # watchfiles is only imported to watch
+
+            return cmd_watch(args, loaded)
         return cmd_analyze(args, loaded)
     except UserInputError as exc:
         return fail(str(exc))
@@ -396,12 +481,20 @@ def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
         args.events, payloads=args.events_payloads, payload_limit=args.events_payload_limit
     )
     try:
+        if args.dashboard:
+            work = functools.partial(analyze_async, args, loaded, events)
+            return anyio.run(run_with_dashboard, work, events, stderr)
         return analyze(args, loaded, events)
     finally:
         events.close()
 
 
 def analyze(args: argparse.Namespace, loaded: LoadedSettings, events: Events) -> int:
+    return anyio.run(analyze_async, args, loaded, events)
+
+
+async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events: Events) -> int:
+    """One run; a coroutine so that `remora watch` can await it in its own event loop."""
     started = time.perf_counter()
     settings = loaded.settings
     names = [name.strip() for name in (args.agents or "").split(",") if name.strip()]
@@ -418,6 +511,8 @@ def analyze(args: argparse.Namespace, loaded: LoadedSettings, events: Events) ->
         warnings=len(found.warnings),
         duration_s=time.perf_counter() - started,
     )
+    # Ctrl-C during discovery (blocking) is delivered here, before anything is written.
+    await anyio.lowlevel.checkpoint()
     if not found.nodes:
         if found.warnings:
             return fail("discovery failed: no file could be read (see the warnings above)")
@@ -476,18 +571,16 @@ def analyze(args: argparse.Namespace, loaded: LoadedSettings, events: Events) ->
         if cache is not None:
             cache.prepare()
         try:
-            fresh = anyio.run(
-                functools.partial(
-                    run_pending,
-                    pending,
-                    agents,
-                    loaded,
-                    root,
-                    cache,
-                    args.keep_workspaces,
-                    finish,
-                    events,
-                )
+            fresh = await run_pending(
+                pending,
+                agents,
+                loaded,
+                root,
+                cache,
+                args.keep_workspaces,
+                finish,
+                events,
+                progress=not args.dashboard,
             )
         except ModelError as exc:
             if stream is not None:
@@ -498,6 +591,8 @@ def analyze(args: argparse.Namespace, loaded: LoadedSettings, events: Events) ->
     if cache is not None and pending:
         cache.evict()
     results = [results_by_index[i] for i in sorted(results_by_index)]
+    # And Ctrl-C while jobs were answered from the cache, before the report is written.
+    await anyio.lowlevel.checkpoint()
     if known:
         stderr.print(f"remora: {len(known)} of {len(jobs)} jobs answered from the cache")
     if baseline is not None:
@@ -556,6 +651,8 @@ async def run_pending(
     keep_workspaces: bool,
     finish: Callable[[JobResult], None],
     events: Events,
+    *,
+    progress: bool = True,
 ) -> list[JobResult]:
     settings = loaded.settings
     model = OpenAIChatModel(settings.server)
@@ -568,11 +665,11 @@ async def run_pending(
                 f"{', '.join(missing)}; it serves: {', '.join(served)}. Set server.model "
                 "(--model) or agents.<name>.model to one of those"
             )
-        with JobProgress(len(jobs), enabled=stderr.is_terminal) as progress:
+        with JobProgress(len(jobs), enabled=progress and stderr.is_terminal) as bar:
 
             def on_result(result: JobResult) -> None:
                 finish(result)
-                progress.advance(result)
+                bar.advance(result)
 
             return await run_jobs(
                 jobs,

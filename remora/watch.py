@@ -1,0 +1,258 @@
+"""`remora watch`: analyse, then analyse again after every burst of changes.
+
+Each run is an ordinary `remora analyze` run (the same coroutine, `analyze_async`). What makes
+a re-run cheap is the result cache: a job whose node text and agent are unchanged is answered
+from disk, so only the nodes that changed reach the model. Watch only decides *when* to run:
+after a burst of changes settles (watchfiles debounces), and only when the burst touched a
+file the analysis covers, by the same rules discovery walks with (.gitignore, default
+excludes), or changed which files those are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from rich.markup import escape
+from watchfiles import DefaultFilter, awatch
+
+from remora.cli import (
+    EXIT_ERROR,
+    analyze_async,
+    build_parser,
+    cache_dir,
+    fail,
+    project_root,
+    stderr,
+)
+from remora.config import LoadedSettings
+from remora.discovery.walk import iter_python_files
+from remora.events import Events
+from remora.signals import exit_code
+from remora.yamlfile import UserInputError
+
+Batch = set[str]
+"""Absolute paths that changed in one burst."""
+
+
+def cmd_watch(args: argparse.Namespace, loaded: LoadedSettings) -> int:
+    if args.max_runs is not None and args.max_runs < 1:
+        raise UserInputError("--max-runs must be at least 1")
+    if args.debounce < 1:
+        raise UserInputError("--debounce must be at least 1 millisecond")
+    try:
+        return anyio.run(watch, args, loaded)
+    except KeyboardInterrupt as interrupt:
+        # Not main()'s "no report written": every finished run has written its report.
+        stderr.print("remora: watch stopped")
+        return exit_code(interrupt)
+
+
+def analyze_arguments(args: argparse.Namespace) -> argparse.Namespace:
+    """The watch flags on top of analyze's defaults, so every run is a plain analyze run and
+    a flag added to analyze cannot be missing here."""
+    defaults = build_parser().parse_args(["analyze", *(str(path) for path in args.paths)])
+    shared = {name: value for name, value in vars(args).items() if hasattr(defaults, name)}
+    return argparse.Namespace(**{**vars(defaults), **shared, "command": "analyze"})
+
+
+@dataclass
+class RunTally:
+    """What one run did, read from its own event stream."""
+
+    jobs: int = 0
+    cached: int = 0
+    requests: int = 0
+    findings: int = 0
+    exit_code: int = 0
+
+    def feed(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "run_started":
+            self.jobs, self.cached = event["jobs"], event["cached"]
+        elif kind == "model_request":
+            self.requests += 1
+        elif kind == "run_finished":
+            self.findings = event["summary"]["findings"]
+
+
+async def watch(
+    args: argparse.Namespace,
+    loaded: LoadedSettings,
+    *,
+    stop: anyio.Event | None = None,
+    on_run: Callable[[int, RunTally], None] | None = None,
+) -> int:
+    """Run, then re-run after each relevant burst of changes, until cancelled, `stop` is set
+    or `args.max_runs` runs are done. Returns the last finished run's exit code."""
+    watcher = Watcher(args, loaded, on_run)
+    # Set before the watcher's thread is waited on: it polls this every `step` ms, so Ctrl-C
+    # or `stop` ends the watch at once instead of after watchfiles' 5 s timeout.
+    watcher_stop = anyio.Event()
+    send, receive = anyio.create_memory_object_stream[Batch](math.inf)
+    try:
+        async with receive, anyio.create_task_group() as group:
+            group.start_soon(_pump, watcher.roots, watcher.cache, args.debounce, watcher_stop, send)
+            if stop is not None:
+                group.start_soon(_stop_when_set, stop, watcher_stop, group)
+            # The watcher is set up in the pump's first step; once every task waits, it is
+            # watching, so nothing saved during the first run can be missed.
+            await anyio.wait_all_tasks_blocked()
+            stderr.print(
+                f"remora watch: watching {escape(', '.join(str(p) for p in args.paths))} "
+                "(Ctrl-C to stop)"
+            )
+            try:
+                await watcher.run_until_done(receive)
+            finally:
+                watcher_stop.set()
+                group.cancel_scope.cancel()
+    finally:
+        watcher.sink.close()
+    return watcher.last_code
+
+
+class Watcher:
+    """The runs of one watch: what to analyse, with which arguments, and how it went."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        loaded: LoadedSettings,
+        on_run: Callable[[int, RunTally], None] | None,
+    ) -> None:
+        self.paths: list[Path] = list(args.paths)
+        missing = [str(path) for path in self.paths if not path.exists()]
+        if missing:
+            raise UserInputError(f"path does not exist: {missing[0]}")
+        self.roots = watch_roots(Path(os.path.abspath(path)) for path in self.paths)
+        self.cache = Path(os.path.abspath(cache_dir(loaded)))
+        self.max_runs: int | None = args.max_runs
+        self.loaded = loaded
+        self.on_run = on_run
+        self.root = project_root(self.paths)
+        self.run_args = analyze_arguments(args)
+        self.sink = Events.to_target(
+            args.events,
+            payloads=self.run_args.events_payloads,
+            payload_limit=self.run_args.events_payload_limit,
+        )
+        self.runs = 0
+        self.last_code = 0
+
+    async def run_until_done(self, batches: MemoryObjectReceiveStream[Batch]) -> None:
+        known = python_files(self.paths, self.root)
+        changed: list[str] = []
+        while True:
+            await self.run(changed)
+            if self.max_runs is not None and self.runs >= self.max_runs:
+                return
+            while True:
+                batch = await batches.receive()
+                # Bursts that came in while the run was going make one more run, not several.
+                while True:
+                    try:
+                        batch |= batches.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                now = python_files(self.paths, self.root)
+                changed = relevant_changes(batch, known, now)
+                known = now
+                if changed:
+                    break
+
+    async def run(self, changed: Sequence[str]) -> None:
+        number = self.runs + 1
+        if changed:
+            stderr.rule(f"run {number}: {escape(describe(changed, self.root))}", style="dim")
+        # A fresh run id per run, one file for all: `remora dashboard` tells the runs apart.
+        events = Events(
+            sink=self.sink.sink, payloads=self.sink.payloads, payload_limit=self.sink.payload_limit
+        )
+        tally = RunTally()
+        events.listeners.append(tally.feed)
+        started = time.perf_counter()
+        try:
+            code = await analyze_async(self.run_args, self.loaded, events)
+        except UserInputError as exc:
+            # A bad agent definition or a model the server lacks stops this run, not the
+            # watch: the fix is the next change.
+            code = fail(str(exc))
+        self.runs, self.last_code, tally.exit_code = number, code, code
+        last = self.max_runs is not None and number >= self.max_runs
+        stderr.print(
+            f"remora watch: run {number} done in {time.perf_counter() - started:.1f} s: "
+            f"{tally.jobs - tally.cached} of {tally.jobs} jobs ran ({tally.requests} model "
+            f"requests), {tally.cached} from the cache; {tally.findings} findings; exit code "
+            f"{code}.{'' if last else ' Watching for changes.'}",
+            style="red" if code == EXIT_ERROR else None,
+        )
+        if self.on_run is not None:
+            self.on_run(number, tally)
+
+
+async def _pump(
+    roots: Sequence[Path],
+    cache: Path,
+    debounce_ms: int,
+    stop: anyio.Event,
+    send: MemoryObjectSendStream[Batch],
+) -> None:
+    """Watcher bursts into `send`, also while a run is going, so none is lost."""
+    # watchfiles' own noise filter (.git, __pycache__, editor swap files) plus the cache,
+    # which every run writes to.
+    ignore = DefaultFilter(ignore_paths=[str(cache)])
+    with send:
+        async for changes in awatch(
+            *roots,
+            watch_filter=ignore,
+            step=debounce_ms,  # the quiet time that ends a burst
+            debounce=max(2_000, 4 * debounce_ms),  # the longest a burst is grouped
+            stop_event=stop,
+        ):
+            await send.send({path for _, path in changes})
+
+
+async def _stop_when_set(stop: anyio.Event, watcher_stop: anyio.Event, group: TaskGroup) -> None:
+    await stop.wait()
+    watcher_stop.set()
+    group.cancel_scope.cancel()
+
+
+def watch_roots(targets: Iterable[Path]) -> list[Path]:
+    """Folders to watch: a file's folder rather than the file, since editors that save by
+    replacing a file would leave a watch on the old one; nested folders only once."""
+    folders = sorted({path if path.is_dir() else path.parent for path in targets})
+    return [f for f in folders if not any(f != o and f.is_relative_to(o) for o in folders)]
+
+
+def python_files(paths: Sequence[Path], root: Path) -> frozenset[str]:
+    """The files `analyze` would read now: discovery's own walk, so the same ignore rules."""
+    return frozenset(str(path) for path in iter_python_files(paths, root))
+
+
+def relevant_changes(batch: Batch, before: frozenset[str], now: frozenset[str]) -> list[str]:
+    """The analysed files a burst touched, plus those that appeared or disappeared (also by a
+    moved folder, or a .gitignore edit). Empty: nothing the analysis sees has changed."""
+    touched = {path for path in batch if path in before or path in now}
+    return sorted(touched | (before ^ now))
+
+
+def describe(changed: Sequence[str], root: Path, limit: int = 3) -> str:
+    names = []
+    for path in changed[:limit]:
+        try:
+            names.append(Path(path).relative_to(root).as_posix())
+        except ValueError:
+            names.append(path)
+    more = f" and {len(changed) - limit} more" if len(changed) > limit else ""
+    return f"{', '.join(names)}{more} changed"

@@ -1,0 +1,457 @@
+"""The dashboard: numbers folded from an event stream match the stream, computed here
+independently; a followed file is read as it grows, a half-written last line waits for its
+newline; `analyze --dashboard` leaves the report alone.
+
+tests/data/events-sample.jsonl was recorded by `record_events` below (two runs of two agents
+over successful, failing and erroring jobs, the second run partly from the cache); regenerate
+it with `python tests/test_dashboard.py`.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from rich.console import Console
+
+from remora.cli import main
+from remora.dashboard import (
+    STATUSES,
+    DashboardState,
+    EventFileFollower,
+    StreamFollower,
+    follow,
+    render,
+    show_following,
+)
+from remora.models.scripted import (
+    CallEveryTool,
+    DelayedReply,
+    Reply,
+    ScriptedModelServer,
+    http_error,
+    text,
+)
+
+SAMPLE = Path(__file__).parent / "data" / "events-sample.jsonl"
+
+MIXED = "".join(
+    f"def {name}():\n    # TODO: {name}\n    return 1\n\n\n"
+    for name in ("ok1", "ok2", "ok3", "ok4", "boom", "mute")
+)
+
+
+# --- recording a stream ----------------------------------------------------------------------
+
+
+def add_echo_agent(project: Path, probe_agent: Path) -> None:
+    """A second agent (the probe under another name), so counts are per agent."""
+    echo = probe_agent.parent.parent / "echo"
+    shutil.copytree(probe_agent.parent, echo)
+    definition = echo / "agent.yaml"
+    definition.write_text(
+        definition.read_text()
+        .replace("name: probe", "name: echo")
+        .replace("You inspect code.", "You echo code.")
+    )
+    config = project / "remora.yaml"
+    config.write_text(config.read_text() + f"  echo: {{definition: {definition}}}\n")
+
+
+def mixed_rule() -> Any:
+    """boom's requests fail (error), mute never calls a tool (failed), the rest succeed after
+    varied delays, so latency percentiles differ."""
+    every = CallEveryTool(arguments={"replace_text": {"old": "zz", "new": "zz"}})
+    delays = itertools.cycle([0.0, 0.004, 0.012, 0.03])
+
+    def rule(body: dict[str, Any]) -> Reply:
+        context = body["messages"][1]["content"]
+        if context.startswith("Inspect boom"):
+            return http_error(500, "the model fell over")
+        if context.startswith("Inspect mute"):
+            return text("I would rather not call any tool.")
+        reply = every(body)
+        assert not isinstance(reply, DelayedReply)
+        return DelayedReply(reply, next(delays))
+
+    return rule
+
+
+def record_events(project: Path, events: Path) -> None:
+    """Two runs into one file: the second answers the successful jobs from the cache."""
+    (project / "pkg" / "mixed.py").write_text(MIXED)
+    with ScriptedModelServer(rule=mixed_rule()) as server:
+        for _ in range(2):
+            main(
+                [
+                    "analyze",
+                    "pkg",
+                    "--agents",
+                    "probe,echo",
+                    "--events",
+                    str(events),
+                    "--base-url",
+                    server.base_url,
+                    "-c",
+                    "runner.max_repairs=1",
+                ]
+            )
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# --- the numbers, computed independently -------------------------------------------------------
+
+
+def expected_numbers(events: list[dict[str, Any]], window: float) -> dict[str, Any]:
+    finished = [e for e in events if e["event"] == "job_finished"]
+    statuses: dict[str, Counter[str]] = {}
+    for event in finished:
+        statuses.setdefault(event["agent"], Counter())[event["status"]] += 1
+    responses = [e for e in events if e["event"] == "model_response"]
+    latencies = [e["latency_s"] for e in responses]
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    first, last = events[0]["ts"], events[-1]["ts"]
+    span = min(window, last - first)
+
+    def recent(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in items if e["ts"] >= last - span]
+
+    fresh = [e for e in finished if not e["cached"]]
+    requests = [e for e in events if e["event"] == "model_request"]
+    return {
+        "statuses": statuses,
+        "cached": Counter(e["agent"] for e in finished if e["cached"]),
+        "p50": cuts[49],
+        "p95": cuts[94],
+        "p99": cuts[98],
+        "responses": len(responses),
+        "prompt": sum(e["prompt_tokens"] for e in responses),
+        "completion": sum(e["completion_tokens"] for e in responses),
+        "requests": len(requests),
+        "jobs_per_s": len(recent(fresh)) / span,
+        "requests_per_s": len(recent(requests)) / span,
+        "tokens_per_s": sum(e["prompt_tokens"] + e["completion_tokens"] for e in recent(responses))
+        / span,
+        "errors": [e for e in finished if e["error"]],
+    }
+
+
+def check_dashboard(events: list[dict[str, Any]], window: float = 10.0) -> None:
+    want = expected_numbers(events, window)
+    state = DashboardState(window_s=window)
+    state.feed_all(events)
+    snap = state.snapshot()
+
+    assert snap.in_flight == snap.queued == 0  # every job of every run finished
+    assert {name: dict(c.statuses) for name, c in snap.agents.items()} == {
+        name: {status: counts[status] for status in STATUSES}
+        for name, counts in want["statuses"].items()
+    }
+    assert {name: c.cached for name, c in snap.agents.items()} == {
+        name: want["cached"][name] for name in want["statuses"]
+    }
+    assert snap.latency is not None and snap.latency.count == want["responses"]
+    assert snap.latency.p50 == pytest.approx(want["p50"])
+    assert snap.latency.p95 == pytest.approx(want["p95"])
+    assert snap.latency.p99 == pytest.approx(want["p99"])
+    assert (snap.prompt_tokens, snap.completion_tokens) == (want["prompt"], want["completion"])
+    assert snap.requests == want["requests"]
+    assert snap.jobs_per_s == pytest.approx(want["jobs_per_s"])
+    assert snap.requests_per_s == pytest.approx(want["requests_per_s"])
+    assert snap.tokens_per_s == pytest.approx(want["tokens_per_s"])
+
+    console = Console(record=True, width=160, color_system=None)
+    console.print(render(snap))
+    shown = console.export_text()
+    cells = [line.replace("│", " ").split() for line in shown.splitlines()]
+    rows = {cell[0]: cell[1:] for cell in cells if cell}
+    for agent, counts in want["statuses"].items():
+        # agent | success failed error skipped | cached | findings
+        assert rows[agent][:5] == [
+            *(str(counts[status]) for status in STATUSES),
+            str(want["cached"][agent]),
+        ], shown
+    for name in ("p50", "p95", "p99"):
+        assert f"{name} {want[name] * 1000:.1f} ms" in shown
+    assert f"(n={want['responses']})" in shown
+    assert (
+        f"{want['prompt']} prompt  {want['completion']} completion  in {want['requests']} "
+        "requests" in shown
+    )
+    assert f"{want['jobs_per_s']:.2f} jobs/s" in shown
+    assert f"{want['tokens_per_s']:.1f} tokens/s" in shown
+    assert "in flight 0  queued 0" in shown
+    newest = want["errors"][-1]
+    assert f"{newest['node_id']} {newest['status']} {newest['error_code']}" in shown
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+
+def test_the_recorded_sample_shows_what_it_holds() -> None:
+    events = load(SAMPLE)
+    assert len({e["run_id"] for e in events}) == 2  # the sample is what it claims to be
+    assert {e["status"] for e in events if e["event"] == "job_finished"} == {
+        "success",
+        "failed",
+        "error",
+    }
+    assert any(e.get("cached") for e in events)
+    check_dashboard(events)
+    check_dashboard(events, window=0.05)  # a window shorter than the stream
+
+
+def test_a_real_analyze_run_matches_its_dashboard(
+    project: Path,
+    probe_config: Path,
+    probe_agent: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    add_echo_agent(project, probe_agent)
+    monkeypatch.chdir(project)
+    events = tmp_path / "events.jsonl"
+    record_events(project, events)
+    capsys.readouterr()
+    recorded = load(events)
+    finished = [e for e in recorded if e["event"] == "job_finished"]
+    assert len(finished) == 2 * 2 * 7  # two runs, two agents, 7 functions
+    check_dashboard(recorded)
+
+    assert main(["dashboard", "--events", str(events), "--no-follow"]) == 0
+    shown = capsys.readouterr().out
+    assert "remora dashboard" in shown and "p50 " in shown and "recent errors" in shown
+
+
+def test_percentiles_of_few_values_and_no_values() -> None:
+    state = DashboardState()
+    assert state.snapshot().latency is None
+    response = {"v": 1, "ts": 1.0, "run_id": "r", "event": "model_response", "job_id": "a:x"}
+    state.feed({**response, "latency_s": 0.5, "prompt_tokens": 3, "completion_tokens": 1})
+    latency = state.snapshot().latency
+    assert latency is not None and (latency.p50, latency.p99, latency.count) == (0.5, 0.5, 1)
+
+
+def test_in_flight_is_started_minus_finished_per_run() -> None:
+    state = DashboardState()
+
+    def job(event: str, run: str, node: str, **fields: Any) -> None:
+        state.feed(
+            {"v": 1, "ts": 1.0, "run_id": run, "event": event, "job_id": f"a:{node}",
+             "node_id": node, "agent": "a", **fields}
+        )  # fmt: skip
+
+    state.feed({"v": 1, "ts": 1.0, "run_id": "r1", "event": "run_started", "jobs": 3})
+    for node in ("x", "y", "z"):
+        job("job_queued", "r1", node)
+    job("job_started", "r1", "x")
+    job("job_started", "r1", "y")
+    job("job_started", "r2", "x")  # another run, the same job id
+    assert (state.snapshot().in_flight, state.snapshot().queued) == (3, 1)
+    job("job_finished", "r1", "x", status="success", cached=False, error=None)
+    assert (state.snapshot().in_flight, state.snapshot().queued) == (2, 1)
+    state.feed({"v": 1, "ts": 2.0, "run_id": "r1", "event": "run_finished", "summary": {}})
+    assert (state.snapshot().in_flight, state.snapshot().queued) == (1, 0)  # r1 is over
+    state.feed({"v": 1, "ts": 2.0, "event": "job_finished"})  # damaged: counted, not fatal
+    state.feed_lines([b"not json", b"[1, 2]", b""])
+    assert state.snapshot().unreadable == 3
+
+
+def test_follower_reads_appended_lines_and_waits_for_a_partial_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    follower = EventFileFollower(path)
+    assert follower.read() == []  # not there yet: waited for
+    lines = [json.dumps({"n": n}).encode() for n in range(4)]
+    with path.open("ab") as out:
+        out.write(lines[0] + b"\n" + lines[1] + b"\n" + lines[2][:3])
+    assert follower.read() == lines[:2]
+    assert follower.read() == []
+    with path.open("ab") as out:
+        out.write(lines[2][3:] + b"\n" + lines[3])
+    assert follower.read() == [lines[2]]
+    assert follower.finish() == [lines[3]]  # the stream ended without a newline
+    path.write_bytes(lines[0] + b"\n")  # truncated and rewritten: read from the start
+    assert follower.read() == [lines[0]]
+    small = EventFileFollower(path, chunk=4)  # a long file is read a chunk at a time
+    assert (small.read(), small.behind) == ([], True)
+    assert (small.read(), small.behind) == ([], True)
+    assert (small.read(), small.behind) == ([lines[0]], False)  # 9 bytes, newline included
+    small.close()
+    replacement = tmp_path / "new.jsonl"
+    replacement.write_bytes(lines[1] + b"\n")
+    os.replace(replacement, path)  # replaced by another file (log rotation)
+    assert follower.read() == [lines[1]]
+    follower.close()
+
+
+def test_follow_picks_up_lines_while_the_file_grows(tmp_path: Path) -> None:
+    events = load(SAMPLE)
+    path = tmp_path / "events.jsonl"
+    state = DashboardState()
+    polls = 0
+
+    def on_poll() -> None:
+        nonlocal polls
+        polls += 1
+
+    async def scenario() -> None:
+        stop = anyio.Event()
+        follower = EventFileFollower(path)
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                lambda: follow(follower, state, on_poll=on_poll, interval=0.01, stop=stop)
+            )
+            with path.open("a") as out:
+                for index, event in enumerate(events):
+                    line = json.dumps(event) + "\n"
+                    if index == 10:  # a writer caught mid-line
+                        out.write(line[:7])
+                        out.flush()
+                        await wait_for(lambda: state.events == 10)
+                        await anyio.sleep(0.05)
+                        assert state.events == 10 and state.unreadable == 0
+                        line = line[7:]
+                    out.write(line)
+                    out.flush()
+            await wait_for(lambda: state.events == len(events))
+            stop.set()
+        follower.close()
+
+    anyio.run(scenario)
+    assert state.unreadable == 0 and polls > 1
+    check_numbers_equal(state, events)
+
+
+def test_the_live_view_follows_a_file_and_shows_the_last_state_when_stopped(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(SAMPLE.read_bytes())
+    state = DashboardState()
+    console = Console(record=True, width=160, file=io.StringIO(), color_system=None)
+
+    follower = EventFileFollower(path)
+
+    async def scenario() -> None:
+        with anyio.move_on_after(0.3):  # as Ctrl-C would, later
+            await show_following(follower, state, console, str(path))
+
+    anyio.run(scenario)
+    follower.close()
+    shown = console.export_text()
+    want = expected_numbers(load(SAMPLE), 10.0)
+    assert f"remora dashboard  {path}" in shown
+    assert f"p99 {want['p99'] * 1000:.1f} ms" in shown
+
+
+def test_a_pipe_is_followed_until_it_ends() -> None:
+    events = load(SAMPLE)
+    read_end, write_end = os.pipe()
+    follower = StreamFollower(read_end)
+    try:
+        state = DashboardState()
+        assert follower.read() == []  # nothing yet, and no blocking
+        data = "".join(json.dumps(e) + "\n" for e in events).encode()
+        os.write(write_end, data[:100])
+        state.feed_lines(follower.read())
+        os.write(write_end, data[100:-1])  # all but the last newline
+        os.close(write_end)
+        state.feed_lines(follower.read())
+        assert follower.ended
+        check_numbers_equal(state, events)
+    finally:
+        follower.close()
+        os.close(read_end)
+
+
+def check_numbers_equal(state: DashboardState, events: list[dict[str, Any]]) -> None:
+    whole = DashboardState()
+    whole.feed_all(events)
+    assert state.snapshot() == whole.snapshot()
+
+
+def test_analyze_with_dashboard_keeps_the_report_whole(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(project)
+    rule = CallEveryTool(arguments={"replace_text": {"old": "zz", "new": "zz"}})
+    with ScriptedModelServer(rule=rule) as server:
+        code = main(
+            ["analyze", "pkg", "--agents", "probe", "--dashboard", "--format", "json",
+             "--base-url", server.base_url]
+        )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1  # the sample's TODO
+    report = json.loads(captured.out)
+    assert report["summary"]["jobs"] == 1
+    # Not a terminal: the view is drawn once, when the run ends.
+    assert "remora dashboard" in captured.err
+    assert "p50 " in captured.err and "in flight 0" in captured.err
+
+
+def test_dashboard_without_a_stream_says_how_to_give_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    assert main(["dashboard"]) == 2
+    assert "--events FILE" in capsys.readouterr().out
+
+
+async def wait_for(condition: Any) -> None:
+    with anyio.fail_after(5):
+        while not condition():  # noqa: ASYNC110 - the follower polls; so does its test
+            await anyio.sleep(0.01)
+
+
+if __name__ == "__main__":
+    # Regenerate tests/data/events-sample.jsonl (uses the fixtures' files, in a temp folder).
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import FIND_TODOS, REPLACE_TEXT, SAMPLE_MODULE, TWO_TOOL_AGENT, write_files
+
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch)
+        project_dir = write_files(base / "project", {"pkg/shout.py": SAMPLE_MODULE})
+        agent_dir = write_files(
+            base / "agents" / "probe",
+            {
+                "agent.yaml": TWO_TOOL_AGENT,
+                "tools/find_todos.pym": FIND_TODOS,
+                "tools/replace_text.pym": REPLACE_TEXT,
+            },
+        )
+        (project_dir / "remora.yaml").write_text(
+            "server:\n  retries: 0\n  timeout: 10\nagents:\n  lint: {enabled: false}\n"
+            f"  probe: {{definition: {agent_dir / 'agent.yaml'}}}\n"
+        )
+        add_echo_agent(project_dir, agent_dir / "agent.yaml")
+        os.chdir(project_dir)
+        SAMPLE.unlink(missing_ok=True)
+        record_events(project_dir, SAMPLE)
+    print(f"wrote {SAMPLE}")
+
+
+def test_dashboard_flags_are_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("analyze", "dashboard"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+    shown = capsys.readouterr().out
+    for flag in ("--dashboard", "--events FILE", "--no-follow", "--window SECONDS"):
+        assert flag in shown
