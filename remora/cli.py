@@ -29,13 +29,16 @@ from remora.config import LoadedSettings, deep_merge, load_settings, parse_overr
 from remora.dashboard import cmd_dashboard, run_with_dashboard
 from remora.discovery import Discovery, DiscoveryError, discover_nodes
 from remora.events import Events
-from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel
+from remora.models.engine import server_model
+from remora.models.openai_client import SERVER_DOCS
+from remora.models.router import ReplicaRouter
 from remora.orchestrator import Job, emit_finished, job_id, plan_jobs, run_jobs
 from remora.protocol.messages import ModelError
 from remora.report.jsonl import JsonLinesStream
 from remora.report.progress import JobProgress
 from remora.report.render import FORMATS, render_report
 from remora.results import JobResult, JobStatus, RunSummary
+from remora.server_check import check_server, render_text
 from remora.shard import parse_shard, select_shard
 from remora.signals import Terminated, exit_code, terminate_as_interrupt
 from remora.suppressions import apply_suppressions
@@ -152,7 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="cache folder (default .remora_cache; also cache_dir, REMORA_CACHE_DIR)",
     )
-    analyze.add_argument("--base-url", metavar="URL", help="OpenAI-compatible server URL")
+    analyze.add_argument(
+        "--base-url",
+        action="append",
+        metavar="URL",
+        help="OpenAI-compatible server URL; repeat it to spread jobs over several replicas",
+    )
     analyze.add_argument("--model", metavar="NAME", help="served model name")
     analyze.add_argument(
         "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
@@ -227,7 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument(
         "--cache-dir", type=Path, metavar="DIR", help="cache folder (default .remora_cache)"
     )
-    watch.add_argument("--base-url", metavar="URL", help="OpenAI-compatible server URL")
+    watch.add_argument(
+        "--base-url",
+        action="append",
+        metavar="URL",
+        help="OpenAI-compatible server URL; repeat it to spread jobs over several replicas",
+    )
     watch.add_argument("--model", metavar="NAME", help="served model name")
     watch.add_argument(
         "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
@@ -331,6 +344,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Remove the cache folder (only one tagged with CACHEDIR.TAG).",
     ).add_argument("--cache-dir", type=Path, metavar="DIR", help="default: the configured one")
 
+    check = commands.add_parser(
+        "check-server",
+        parents=[config_flags],
+        help="check that the model server is set up for Remora",
+        description="Connect, list models and adapters, check every agent's model is served, "
+        "make one real tool-call round trip, probe tool_choice=required, and say which "
+        "runner.model_profile to use. Exit 0 when all is well, 2 otherwise.",
+    )
+    check.add_argument(
+        "--base-url", action="append", metavar="URL", help="server URL (repeat for replicas)"
+    )
+    check.add_argument("--model", metavar="NAME", help="served model name")
+    check.add_argument("--agents", metavar="A,B", help="check only these agents' models")
+
     config = commands.add_parser(
         "config",
         parents=[config_flags],
@@ -369,6 +396,8 @@ def run_command(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.command == "list-agents":
             return cmd_list_agents(args, loaded)
+        if args.command == "check-server":
+            return cmd_check_server(args, loaded)
         if args.command == "clean":
             return cmd_clean(loaded)
         if args.command == "tool":
@@ -655,13 +684,17 @@ async def run_pending(
     progress: bool = True,
 ) -> list[JobResult]:
     settings = loaded.settings
-    model = OpenAIChatModel(settings.server)
+    model = server_model(settings.server)
     try:
         served = await model.list_models()
+        if isinstance(model, ReplicaRouter):
+            for replica in model.stats():
+                if replica.down or replica.excluded:
+                    warn(f"replica {replica.base_url} skipped: {replica.last_error}")
         missing = sorted({agent.model for agent in agents} - set(served))
         if served and missing:
             raise UserInputError(
-                f"the server at {settings.server.base_url} does not serve "
+                f"the server at {model.base_url} does not serve "
                 f"{', '.join(missing)}; it serves: {', '.join(served)}. Set server.model "
                 "(--model) or agents.<name>.model to one of those"
             )
@@ -683,6 +716,27 @@ async def run_pending(
             )
     finally:
         await model.aclose()
+
+
+def cmd_check_server(args: argparse.Namespace, loaded: LoadedSettings) -> int:
+    server = loaded.settings.server
+    if not server.base_urls:
+        return fail(
+            f"no server to check: pass --base-url or set server.base_url; see {SERVER_DOCS}"
+        )
+    names = [name.strip() for name in (args.agents or "").split(",") if name.strip()]
+    agents = select_agents(loaded, names or None)
+    report = anyio.run(
+        functools.partial(
+            check_server,
+            server.base_urls,
+            api_key=server.api_key.get_secret_value(),
+            agent_models={agent.name: agent.model for agent in agents},
+            request_timeout=server.timeout,
+        )
+    )
+    sys.stdout.write(render_text(report))
+    return EXIT_OK if report.ok else EXIT_ERROR
 
 
 def cache_dir(loaded: LoadedSettings) -> Path:

@@ -85,3 +85,55 @@ def test_retries_ride_out_429_and_503(
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert code == 0
     assert result["status"] == "success"
+
+
+def test_check_server_says_which_profile_and_exits_by_the_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from remora.models.scripted import CallEveryTool
+
+    monkeypatch.chdir(tmp_path)
+    with ScriptedModelServer(rule=CallEveryTool()) as server:
+        assert main(["check-server", "--base-url", server.base_url, "--agents", "lint"]) == 0
+        out = capsys.readouterr().out
+        assert "recommended: runner.model_profile: functiongemma-kit" in out
+        assert "agent lint" in out
+        dead = "http://127.0.0.1:9/v1"
+        assert main(["check-server", "--base-url", server.base_url, "--base-url", dead]) == 2
+        assert f"problem connect               cannot reach {dead}" in capsys.readouterr().out
+    assert main(["check-server"]) == 2
+    assert "no server to check" in capsys.readouterr().err
+
+
+def test_analyze_spreads_jobs_over_replicas_and_survives_a_dead_one(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from remora.models.scripted import CallEveryTool
+
+    for i in range(8):
+        (project / "pkg" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    monkeypatch.chdir(project)
+    rule = CallEveryTool(arguments={"replace_text": {"old": "zz", "new": "zz"}})
+    with (
+        ScriptedModelServer(rule=rule, latency=0.05) as one,
+        ScriptedModelServer(rule=rule, latency=0.05) as two,
+    ):
+        urls = [
+            "--base-url",
+            one.base_url,
+            "--base-url",
+            two.base_url,
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ]
+        code = main(["analyze", "pkg", "--format", "json", "--no-cache", *urls])
+        served = (len(one.requests), len(two.requests))
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert code == 1
+    assert report["summary"]["success"] == report["summary"]["jobs"] == 9
+    assert min(served) > 0 and sum(served) == 27
+    assert "replica http://127.0.0.1:9/v1 skipped" in captured.err

@@ -1,0 +1,14 @@
+"""Which model answers: one server, or several replicas behind the router."""
+
+from __future__ import annotations
+
+from remora.config import ServerSettings
+from remora.models.openai_client import OpenAIChatModel
+from remora.models.router import Replica, ReplicaRouter
+
+
+def server_model(server: ServerSettings) -> Replica:
+    urls = server.base_urls
+    if len(urls) == 1:
+        return OpenAIChatModel(server)
+    return ReplicaRouter([OpenAIChatModel(server.for_url(url)) for url in urls])
