@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
@@ -81,6 +81,10 @@ class RunnerSettings(Section):
     model_profile: ModelProfileName = ModelProfileName.AUTO
     """How tool choice is steered: functiongemma, functiongemma-kit, openai, or auto
     (functiongemma when a model name mentions gemma, else openai)."""
+    grammar: Literal["auto", "on", "off"] = "auto"
+    """Constrain each reply to well-formed FunctionGemma calls to the tools offered on that turn
+    with a vLLM structured-outputs grammar; auto: on for the functiongemma profile (a stock vLLM,
+    tool_choice "auto"), off for the others (the kit constrains forced calls itself)."""
     max_repairs: int = Field(default=3, ge=0, le=20)
     """Bad model replies (unknown tool, invalid arguments, no call...) tolerated per job."""
     job_timeout: float = Field(default=300.0, gt=0)

@@ -24,7 +24,7 @@ from remora.protocol.messages import (
     ToolChoice,
     tool_message,
 )
-from remora.protocol.profiles import ModelProfile
+from remora.protocol.profiles import ModelProfile, call_grammar
 from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, Usage
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
@@ -76,6 +76,7 @@ class FunctionGemmaRunner:
         self.findings: dict[tuple[object, ...], Finding] = {}
         self.seen_calls: set[tuple[str, str]] = set()
         self.events = events or NO_EVENTS.for_job("", node.id, agent.name)
+        self.use_grammar = profile.uses_grammar(settings.grammar)
 
     async def run(self) -> JobResult:
         started = time.perf_counter()
@@ -152,6 +153,7 @@ class FunctionGemmaRunner:
             tool_choice=tool_choice,
             max_tokens=self.settings.max_tokens,
             temperature=self.settings.temperature,
+            grammar=call_grammar(tools) if self.use_grammar else None,
         )
         self.usage.prompt_tokens += reply.usage.prompt_tokens
         self.usage.completion_tokens += reply.usage.completion_tokens

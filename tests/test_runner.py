@@ -291,3 +291,42 @@ async def test_final_reminder_before_the_last_turn(
     assert result.status == "success"
     assert requests[1]["messages"][-1] == {"role": "user", "content": FINAL_REMINDER}
     assert [t["function"]["name"] for t in requests[1]["tools"]] == ["submit_result"]
+
+
+async def test_functiongemma_profile_sends_a_native_call_grammar_per_turn(
+    probe_agent: Path, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    agent = load_agent(probe_agent, model="m", max_turns=2)
+    script = [tool_call("find_todos", {}), SUBMIT]
+    result, requests = await run_job(script, agent, node, project, sandbox)
+    assert result.status == "success"
+    first, last = (request["structured_outputs"]["grammar"] for request in requests)
+    assert all(request["skip_special_tokens"] is False for request in requests)
+    for name in ("find_todos", "replace_text", "submit_result"):
+        assert f'"<start_function_call>call:{name}"' in first
+    assert '"<start_function_call>call:submit_result"' in last
+    assert "find_todos" not in last  # the last turn admits submit_result only
+
+
+@pytest.mark.parametrize(
+    ("profile", "setting", "sent"),
+    [
+        (ModelProfileName.OPENAI, "auto", False),
+        (ModelProfileName.FUNCTIONGEMMA_KIT, "auto", False),
+        (ModelProfileName.FUNCTIONGEMMA, "off", False),
+        (ModelProfileName.OPENAI, "on", True),
+    ],
+)
+async def test_grammar_follows_profile_and_setting(
+    profile: ModelProfileName,
+    setting: str,
+    sent: bool,
+    agent: Agent,
+    node: Node,
+    project: Path,
+    sandbox: ToolSandbox,
+) -> None:
+    _, requests = await run_job(
+        [SUBMIT], agent, node, project, sandbox, profile=profile, grammar=setting
+    )
+    assert ("structured_outputs" in requests[0]) is sent

@@ -59,7 +59,15 @@ class OpenAIChatModel:
         tool_choice: ToolChoice,
         max_tokens: int,
         temperature: float,
+        grammar: str | None = None,
     ) -> ModelReply:
+        # vLLM's structured outputs; the call markers are special tokens, which vLLM would
+        # otherwise strip before its tool parser sees them.
+        extra = (
+            {"structured_outputs": {"grammar": grammar}, "skip_special_tokens": False}
+            if grammar
+            else None
+        )
         try:
             response = await self.client.chat.completions.create(
                 model=model,
@@ -68,6 +76,7 @@ class OpenAIChatModel:
                 tool_choice=tool_choice,  # type: ignore[arg-type]
                 max_tokens=max_tokens,
                 temperature=temperature,
+                extra_body=extra,
             )
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise ModelError(f"no reply from {self.base_url}: {exc}") from exc

@@ -195,6 +195,7 @@ class ReplicaRouter:
         tool_choice: ToolChoice,
         max_tokens: int,
         temperature: float,
+        grammar: str | None = None,
     ) -> ModelReply:
         keys = _affinity_keys(model, messages)
         tried: set[int] = set()
@@ -217,6 +218,7 @@ class ReplicaRouter:
                     tool_choice=tool_choice,
                     max_tokens=max_tokens,
                     temperature=temperature,
+                    grammar=grammar,
                 )
             except ModelError as exc:
                 if len(self._slots) == 1 or not is_connection_error(exc):

@@ -61,7 +61,12 @@ class ChatModel(Protocol):
         tool_choice: ToolChoice,
         max_tokens: int,
         temperature: float,
-    ) -> ModelReply: ...
+        grammar: str | None = None,
+    ) -> ModelReply:
+        """`grammar`: a structured-outputs grammar the reply must match (FunctionGemma's native
+        call syntax, from the protocol module); engines that constrain decoding themselves may
+        ignore it."""
+        ...
 
 
 def tool_message(call: ToolCall, content: str) -> Message:

@@ -9,6 +9,8 @@ handle JSON-constrained calls well, every turn is "required" and the last names 
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -16,6 +18,7 @@ from pydantic import BaseModel
 from remora.agents.definition import Agent
 from remora.agents.toolscript import SUBMIT_RESULT
 from remora.config import ModelProfileName
+from remora.protocol.functiongemma import gbnf_grammar
 from remora.protocol.messages import ToolChoice
 
 
@@ -23,6 +26,11 @@ class ModelProfile(BaseModel):
     name: ModelProfileName
     tool_choice: Literal["auto", "required"]
     final_turn: Literal["only_submit_tool", "named_choice"]
+    grammar: bool = False
+    """Send a native-call grammar with each request when runner.grammar is auto."""
+
+    def uses_grammar(self, setting: str) -> bool:
+        return setting == "on" or (setting == "auto" and self.grammar)
 
     def request_tools(
         self, agent: Agent, *, last_turn: bool
@@ -36,7 +44,10 @@ class ModelProfile(BaseModel):
 
 PROFILES = {
     ModelProfileName.FUNCTIONGEMMA: ModelProfile(
-        name=ModelProfileName.FUNCTIONGEMMA, tool_choice="auto", final_turn="only_submit_tool"
+        name=ModelProfileName.FUNCTIONGEMMA,
+        tool_choice="auto",
+        final_turn="only_submit_tool",
+        grammar=True,
     ),
     ModelProfileName.FUNCTIONGEMMA_KIT: ModelProfile(
         name=ModelProfileName.FUNCTIONGEMMA_KIT, tool_choice="required", final_turn="named_choice"
@@ -45,6 +56,17 @@ PROFILES = {
         name=ModelProfileName.OPENAI, tool_choice="required", final_turn="named_choice"
     ),
 }
+
+
+@lru_cache(maxsize=256)
+def _grammar(tools_json: str) -> str:
+    return gbnf_grammar(json.loads(tools_json), tool_choice="required")
+
+
+def call_grammar(tools: list[dict[str, Any]]) -> str:
+    """A grammar admitting only well-formed native calls to `tools` (built once per tool set:
+    every job of an agent offers the same ones)."""
+    return _grammar(json.dumps(tools, sort_keys=True))
 
 
 def resolve_profile(name: ModelProfileName, *model_names: str) -> ModelProfile:
