@@ -41,7 +41,7 @@ from remora.results import JobResult, JobStatus, RunSummary
 from remora.server_check import check_server, render_text
 from remora.shard import parse_shard, select_shard
 from remora.signals import Terminated, exit_code, terminate_as_interrupt
-from remora.suppressions import apply_suppressions
+from remora.suppressions import Suppressions
 from remora.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
 from remora.yamlfile import UserInputError
 
@@ -565,10 +565,11 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
     pending = [job for i, job in enumerate(jobs) if i not in known]
     baseline = Baseline.load(args.baseline) if args.baseline else None
     stream = JsonLinesStream(args.output) if args.output_format == "jsonl" else None
+    suppressions = Suppressions(found.nodes, root)
 
     def finish(result: JobResult) -> None:
         """Per result, as it arrives: filters first, so a streamed line is final."""
-        apply_suppressions([result], found.nodes, root)
+        suppressions.apply(result)
         if changed is not None:
             result.findings = [f for f in result.findings if f.line in _lines(result, changed)]
         if baseline is not None:
@@ -684,7 +685,7 @@ async def run_pending(
     progress: bool = True,
 ) -> list[JobResult]:
     settings = loaded.settings
-    model = server_model(settings.server)
+    model = server_model(settings.server, connections=settings.concurrency)
     try:
         served = await model.list_models()
         if isinstance(model, ReplicaRouter):

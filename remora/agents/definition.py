@@ -124,9 +124,12 @@ class Agent(BaseModel):
     def handles(self, node: Node) -> bool:
         return node.type in self.definition.node_types
 
+    @cached_property
+    def _template(self) -> jinja2.Template:
+        return TEMPLATES.from_string(self.definition.node_context)
+
     def render_context(self, node: Node, root: Path) -> str:
-        template = TEMPLATES.from_string(self.definition.node_context)
-        return template.render(
+        return self._template.render(
             node=node.model_dump(),
             agent=self.name,
             options=self.options,

@@ -7,8 +7,11 @@ from remora.models.openai_client import OpenAIChatModel
 from remora.models.router import Replica, ReplicaRouter
 
 
-def server_model(server: ServerSettings) -> Replica:
+def server_model(server: ServerSettings, *, connections: int = 64) -> Replica:
+    """`connections`: requests in flight at once (the run's concurrency)."""
     urls = server.base_urls
     if len(urls) == 1:
-        return OpenAIChatModel(server)
-    return ReplicaRouter([OpenAIChatModel(server.for_url(url)) for url in urls])
+        return OpenAIChatModel(server, connections=connections)
+    return ReplicaRouter(
+        [OpenAIChatModel(server.for_url(url), connections=connections) for url in urls]
+    )
