@@ -1,0 +1,154 @@
+"""Every benchmark runs with --quick and writes its results file: no timing assertions.
+
+The benchmarks start at once (they take a few seconds each, mostly interpreter start-up) with a
+TMPDIR of their own, which must be empty afterwards, and no process that inherited it may
+survive them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCHMARKS = ["orchestrator", "client_overhead", "discovery", "memory", "cache_second_run"]
+TIMEOUT_S = 180
+
+
+@dataclass
+class Finished:
+    returncode: int
+    output: str
+    results: dict[str, Any] | None
+
+
+@pytest.fixture(scope="module")
+def tmpdir_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bench-tmp")
+
+
+@pytest.fixture(scope="module")
+def finished(
+    tmp_path_factory: pytest.TempPathFactory, tmpdir_root: Path
+) -> Iterator[dict[str, Finished]]:
+    results_dir = tmp_path_factory.mktemp("bench-results")
+    env = {**os.environ, "TMPDIR": str(tmpdir_root)}
+    processes = {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                str(BENCH / f"{name}.py"),
+                "--quick",
+                "--results-dir",
+                str(results_dir),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for name in BENCHMARKS
+    }
+    done: dict[str, Finished] = {}
+    try:
+        for name, process in processes.items():
+            output, _ = process.communicate(timeout=TIMEOUT_S)
+            path = results_dir / f"{name}.json"
+            results = json.loads(path.read_text()) if path.exists() else None
+            done[name] = Finished(process.returncode, output, results)
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.terminate()  # a benchmark cleans up on SIGTERM
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    yield done
+
+
+def results_of(finished: dict[str, Finished], name: str) -> dict[str, Any]:
+    run = finished[name]
+    assert run.returncode == 0, run.output
+    assert run.results is not None, run.output
+    assert run.results["benchmark"] == name
+    assert run.results["quick"] is True
+    assert {"cpu_model", "cpus_usable", "python", "during_run"} <= run.results["machine"].keys()
+    assert run.results["verdicts"], run.output
+    for verdict in run.results["verdicts"]:
+        assert {"goal", "passed", "figure"} <= verdict.keys()
+    assert any(line.startswith(("PASS", "FAIL", "N/A")) for line in run.output.splitlines())
+    return run.results
+
+
+def test_orchestrator(finished: dict[str, Finished]) -> None:
+    results = results_of(finished, "orchestrator")
+    assert "errors" not in results, results.get("errors")
+    (run,) = results["runs"]
+    assert "error" not in run, run["error"]
+    assert run["turns_per_job"] == 3
+    assert run["server_chat_requests"] == run["jobs"] * 3
+    assert {"efficiency", "ideal_s", "analysis_s", "startup_s", "max_in_flight"} <= run.keys()
+    assert run["max_in_flight"] <= run["concurrency"]
+
+
+def test_client_overhead(finished: dict[str, Finished]) -> None:
+    results = results_of(finished, "client_overhead")
+    assert "error" not in results, results.get("error")
+    assert results["runs"]["large"]["turns"] == results["runs"]["large"]["jobs"] * 3
+    assert {"turns_per_s", "client_cpu_ms_per_turn", "server_cpu_ms_per_turn"} <= results["runs"][
+        "large"
+    ].keys()
+    assert "client_cpu_ms_per_turn_marginal" in results
+
+
+def test_discovery(finished: dict[str, Finished]) -> None:
+    results = results_of(finished, "discovery")
+    assert "error" not in results, results.get("error")
+    assert set(results["median_s"]) == {"baseline", "remora", "remora-cold", "remora-warm"}
+    assert results["accuracy"]["mismatches"] == []
+    assert results["accuracy"]["files_compared"] > 0
+    warm = results["samples"]["remora-warm"][0]
+    assert warm["cached_files"] == warm["files"] > 0
+
+
+def test_memory(finished: dict[str, Finished]) -> None:
+    results = results_of(finished, "memory")
+    assert "error" not in results, results.get("error")
+    run = results["run"]
+    assert run["peak_rss_mb"] > 0
+    assert run["tree_peak_rss_mb"] >= run["main_vm_hwm_mb"] > 0
+    assert run["server_chat_requests"] == results["size"]["jobs"] * results["size"]["turns_per_job"]
+
+
+def test_cache_second_run(finished: dict[str, Finished]) -> None:
+    results = results_of(finished, "cache_second_run")
+    assert "error" not in results, results.get("error")
+    runs = results["runs"]
+    assert runs["first"]["model_requests"] == results["size"]["jobs"] * 3
+    assert {"process_wall_s", "model_requests"} <= runs["second"].keys()
+    assert {"process_wall_s", "model_requests"} <= runs["one_module_edited"].keys()
+
+
+def test_nothing_left_behind(finished: dict[str, Finished], tmpdir_root: Path) -> None:
+    assert [p.name for p in tmpdir_root.iterdir() if p.name.startswith("remora-bench-")] == []
+    survivors = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"TMPDIR={tmpdir_root}".encode() in environ.split(b"\0"):
+            survivors.append(entry.name)
+    assert survivors == []
