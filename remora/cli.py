@@ -25,13 +25,27 @@ from remora.atomic import write_text_atomic
 from remora.baseline import Baseline
 from remora.cache import ResultCache, clean
 from remora.changed import ChangedLines, changed_lines, touches
-from remora.config import LoadedSettings, deep_merge, load_settings, parse_override, render_settings
+from remora.config import (
+    LoadedSettings,
+    ModelProfileName,
+    deep_merge,
+    load_settings,
+    parse_override,
+    render_settings,
+)
 from remora.dashboard import cmd_dashboard, run_with_dashboard
 from remora.discovery import Discovery, DiscoveryError, discover_nodes
 from remora.events import Events
 from remora.models.engine import server_model
+from remora.models.local import INSTALL_HINT, LocalChatModel
 from remora.models.openai_client import SERVER_DOCS
-from remora.models.router import ReplicaRouter
+from remora.models.resolve import (
+    models_dir,
+    open_local_model,
+    pull_functiongemma,
+    select_engine,
+)
+from remora.models.router import Replica, ReplicaRouter
 from remora.orchestrator import Job, emit_finished, job_id, plan_jobs, run_jobs
 from remora.protocol.messages import ModelError
 from remora.report.jsonl import JsonLinesStream
@@ -162,6 +176,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="OpenAI-compatible server URL; repeat it to spread jobs over several replicas",
     )
     analyze.add_argument("--model", metavar="NAME", help="served model name")
+    analyze.add_argument(
+        "--engine",
+        choices=["auto", "server", "local"],
+        help="server, local (the embedded CPU engine) or auto (default: the server when a "
+        "base URL is set, else the embedded engine when installed)",
+    )
+    analyze.add_argument(
+        "--model-path", type=Path, metavar="FILE", help="GGUF file for the embedded engine"
+    )
     analyze.add_argument(
         "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
     )
@@ -344,6 +367,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Remove the cache folder (only one tagged with CACHEDIR.TAG).",
     ).add_argument("--cache-dir", type=Path, metavar="DIR", help="default: the configured one")
 
+    models = commands.add_parser(
+        "models", help="models for the embedded engine", description="Embedded engine models."
+    )
+    models_actions = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
+    pull = models_actions.add_parser(
+        "pull",
+        parents=[config_flags],
+        help="download FunctionGemma for the embedded engine",
+        description="Download a FunctionGemma GGUF from Hugging Face into Remora's model folder, "
+        "checking its sha256 (local.hf_repo and local.hf_file choose the file).",
+    )
+    pull.add_argument("name", choices=["functiongemma"])
+
     check = commands.add_parser(
         "check-server",
         parents=[config_flags],
@@ -396,6 +432,8 @@ def run_command(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.command == "list-agents":
             return cmd_list_agents(args, loaded)
+        if args.command == "models":
+            return cmd_models_pull(loaded)
         if args.command == "check-server":
             return cmd_check_server(args, loaded)
         if args.command == "clean":
@@ -425,6 +463,10 @@ def cli_settings(args: argparse.Namespace) -> dict[str, Any]:
         ("server", "model"): getattr(args, "model", None),
         ("concurrency",): getattr(args, "concurrency", None),
         ("cache_dir",): getattr(args, "cache_dir", None),
+        ("engine",): getattr(args, "engine", None),
+        ("local", "model_path"): (
+            args.model_path.resolve() if getattr(args, "model_path", None) else None
+        ),
     }
     for path, value in flags.items():
         if value is not None:
@@ -532,6 +574,13 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
         return fail("no agents enabled; enable one in remora.yaml or name one with --agents")
     for agent in agents if args.unsafe_fixes else []:
         agent.options["unsafe_fixes"] = True
+    urls = settings.server.base_urls
+    local_model = None
+    if select_engine(settings.engine, base_url=urls[0] if urls else None) == "local":
+        try:
+            local_model = use_local_engine(loaded, agents)
+        except ModelError as exc:
+            return fail(exc.message)
     found, root = discover(args.paths, None if args.no_cache else cache_dir(loaded))
     events.emit(
         "discovery_done",
@@ -592,11 +641,13 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
         emit_finished(events.for_job(job_id(agent, hit.node), hit.node.id, agent.name), hit)
         results_by_index[index] = hit
     if pending:
-        if not settings.server.base_url:
+        if local_model is None and not settings.server.base_url:
             return fail(
-                "no model server configured. Start one (e.g. vLLM serving "
-                f"{settings.server.model}) and pass --base-url http://127.0.0.1:8000/v1, or set "
-                f"server.base_url in remora.yaml or REMORA_SERVER__BASE_URL; see {SERVER_DOCS}"
+                "no model server configured and no embedded engine installed. Either start a "
+                f"server (e.g. vLLM serving {settings.server.model}) and pass --base-url "
+                "http://127.0.0.1:8000/v1 (or server.base_url, REMORA_SERVER__BASE_URL; see "
+                f"{SERVER_DOCS}), or install the embedded CPU engine: {INSTALL_HINT} "
+                "(docs/LOCAL_ENGINE.md)"
             )
         if cache is not None:
             cache.prepare()
@@ -611,6 +662,7 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
                 finish,
                 events,
                 progress=not args.dashboard,
+                local_model=local_model,
             )
         except ModelError as exc:
             if stream is not None:
@@ -683,22 +735,19 @@ async def run_pending(
     events: Events,
     *,
     progress: bool = True,
+    local_model: LocalChatModel | None = None,
 ) -> list[JobResult]:
     settings = loaded.settings
-    model = server_model(settings.server, connections=settings.concurrency)
+    model: LocalChatModel | Replica
+    if local_model is not None:
+        model = local_model
+        seconds = await local_model.load()
+        stderr.print(f"remora: model loaded in {seconds:.1f} s")
+    else:
+        model = server_model(settings.server, connections=settings.concurrency)
     try:
-        served = await model.list_models()
-        if isinstance(model, ReplicaRouter):
-            for replica in model.stats():
-                if replica.down or replica.excluded:
-                    warn(f"replica {replica.base_url} skipped: {replica.last_error}")
-        missing = sorted({agent.model for agent in agents} - set(served))
-        if served and missing:
-            raise UserInputError(
-                f"the server at {model.base_url} does not serve "
-                f"{', '.join(missing)}; it serves: {', '.join(served)}. Set server.model "
-                "(--model) or agents.<name>.model to one of those"
-            )
+        if not isinstance(model, LocalChatModel):  # the embedded engine answers to any name
+            await check_served(model, agents)
         with JobProgress(len(jobs), enabled=progress and stderr.is_terminal) as bar:
 
             def on_result(result: JobResult) -> None:
@@ -717,6 +766,55 @@ async def run_pending(
             )
     finally:
         await model.aclose()
+
+
+async def check_served(model: Replica, agents: list[Agent]) -> None:
+    """One request before any job: an unreachable server is one error, not one per job."""
+    served = await model.list_models()
+    if isinstance(model, ReplicaRouter):
+        for replica in model.stats():
+            if replica.down or replica.excluded:
+                warn(f"replica {replica.base_url} skipped: {replica.last_error}")
+    missing = sorted({agent.model for agent in agents} - set(served))
+    if served and missing:
+        raise UserInputError(
+            f"the server at {model.base_url} does not serve {', '.join(missing)}; it serves: "
+            f"{', '.join(served)}. Set server.model (--model) or agents.<name>.model to one of "
+            "those"
+        )
+
+
+def use_local_engine(loaded: LoadedSettings, agents: list[Agent]) -> LocalChatModel:
+    """Set the run up for the embedded engine: the model file (said once on stderr), its
+    identity as every agent's model (so cached results never mix engines), the profile whose
+    grammar forces a named submit_result, and a concurrency the engine can serve."""
+    settings = loaded.settings
+    model, resolved = open_local_model(settings.local, base_dir=loaded.base_dir)
+    stderr.print(f"remora: {resolved.description}")
+    for agent in agents:
+        agent.model = resolved.identity
+    if settings.runner.model_profile is ModelProfileName.AUTO:
+        settings.runner = settings.runner.model_copy(
+            update={"model_profile": ModelProfileName.FUNCTIONGEMMA_KIT}
+        )
+    if not any("concurrency" in layer for layer in loaded.layers.values()):
+        settings.concurrency = model.recommended_concurrency
+    return model
+
+
+def cmd_models_pull(loaded: LoadedSettings) -> int:
+    local = loaded.settings.local
+    try:
+        path = pull_functiongemma(
+            models_dir(local.models_dir),
+            repo=local.hf_repo,
+            filename=local.hf_file,
+            progress=stderr.is_terminal,
+        )
+    except ModelError as exc:
+        return fail(exc.message)
+    sys.stdout.write(f"{path}\n")
+    return EXIT_OK
 
 
 def cmd_check_server(args: argparse.Namespace, loaded: LoadedSettings) -> int:

