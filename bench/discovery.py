@@ -20,6 +20,8 @@ import argparse
 import ast
 import hashlib
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,13 +65,22 @@ def ast_signatures(source: bytes) -> Counter[Signature]:
     return found
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (discovery's workers)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def child(mode: str, root: Path, paths: list[Path], files: Path, cache: Path | None) -> None:
     """One timed measurement in this (fresh) interpreter; prints a JSON line."""
     started = time.perf_counter()
     result: dict[str, Any]
     if mode == "baseline":
         listed = files.read_text().splitlines()
-        imported = time.perf_counter()
+        imported, cpu_at_import = time.perf_counter(), cpu_s()
         definitions = failures = 0
         for name in listed:
             try:
@@ -81,7 +92,7 @@ def child(mode: str, root: Path, paths: list[Path], files: Path, cache: Path | N
     else:
         from remora.discovery import discover_nodes
 
-        imported = time.perf_counter()
+        imported, cpu_at_import = time.perf_counter(), cpu_s()
         found = discover_nodes(paths, root=root, cache_dir=cache)
         done = time.perf_counter()
         digest = hashlib.blake2b(digest_size=16)
@@ -94,7 +105,11 @@ def child(mode: str, root: Path, paths: list[Path], files: Path, cache: Path | N
             "cached_files": found.cached_files,
             "digest": digest.hexdigest(),
         }
-    result |= {"seconds": done - imported, "import_s": imported - started}
+    result |= {
+        "seconds": done - imported,
+        "import_s": imported - started,
+        "cpu_s": cpu_s() - cpu_at_import,
+    }
     print(json.dumps(result))
 
 
@@ -210,13 +225,17 @@ def main() -> None:
     report.data["accuracy"] = accuracy
     median = {mode: statistics.median(s["seconds"] for s in samples[mode]) for mode in MODES}
     report.data["median_s"] = median
+    cpu = {mode: statistics.median(s["cpu_s"] for s in samples[mode]) for mode in MODES}
+    report.data["median_cpu_s"] = cpu
     base, nocache, cold, warm = (median[mode] for mode in MODES)
     last = samples["remora"][-1]
     print(
         f"{last['files']} files, {last['definitions']} definitions; medians over {rounds} rounds: "
         f"ast {fmt_s(base)}, remora no cache {fmt_s(nocache)}, cold cache {fmt_s(cold)}, "
         f"warm cache {fmt_s(warm)} (imports: remora "
-        f"{statistics.median(s['import_s'] for s in samples['remora']):.2f} s)"
+        f"{statistics.median(s['import_s'] for s in samples['remora']):.2f} s); CPU: ast "
+        f"{fmt_s(cpu['baseline'])}, remora no cache {fmt_s(cpu['remora'])}, cold cache "
+        f"{fmt_s(cpu['remora-cold'])}, warm cache {fmt_s(cpu['remora-warm'])}"
     )
     report.data["speedup"] = {"cold_cache": base / cold, "no_cache": base / nocache}
     report.verdict(
@@ -228,7 +247,8 @@ def main() -> None:
         f">= {GOAL_SPEEDUP:.0f}x faster than the ast baseline",
         base / cold >= GOAL_SPEEDUP,
         f"{base / cold:.2f}x with an empty cache, {base / nocache:.2f}x without a cache "
-        f"(ast {fmt_s(base)})",
+        f"(ast {fmt_s(base)}); CPU ast / remora {cpu['baseline'] / cpu['remora-cold']:.2f} "
+        f"with an empty cache, on {len(os.sched_getaffinity(0))} cores",
     )
     digests = {s["digest"] for mode in MODES[1:] for s in samples[mode]}
     warm_hits = all(s["cached_files"] == s["files"] for s in samples["remora-warm"])

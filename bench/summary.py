@@ -94,7 +94,8 @@ def main() -> None:
     if START not in text or END not in text:
         sys.exit(f"{readme}: no {START} ... {END} block")
     body = []
-    for name in ORDER:
+    others = sorted(path.stem for path in (BENCH / "results").glob("*.json"))
+    for name in ORDER + [name for name in others if name not in ORDER]:
         path = BENCH / "results" / f"{name}.json"
         body += section(name, json.loads(path.read_text()) if path.exists() else None)
     head, _, rest = text.partition(START)
