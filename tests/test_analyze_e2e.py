@@ -199,9 +199,10 @@ def test_no_server_configured_exits_2(
 ) -> None:
     monkeypatch.chdir(project)
     monkeypatch.delenv("REMORA_SERVER__BASE_URL", raising=False)
-    code, _, err = run_cli(["analyze", "."], capsys)
+    # With the embedded engine installed, `auto` would pick it: ask for the server explicitly.
+    code, _, err = run_cli(["analyze", ".", "--engine", "server"], capsys)
     assert code == 2
-    assert "--base-url" in err
+    assert "--base-url" in err and "pip install 'remora[local]'" in err
 
 
 def test_unknown_model_names_served_models(
