@@ -3,7 +3,7 @@ model server answers after a fixed latency.
 
     python bench/orchestrator.py            # N = 2,000 jobs, C in {16, 64, 256}, L in {50, 200} ms
     python bench/orchestrator.py --quick    # N = 20, C = 4, L = 10 ms: checks that it runs
-    python bench/orchestrator.py --profile  # also profile one run (C = 64, L = 50 ms) with cProfile
+    python bench/orchestrator.py --profile  # also profile a run (C = 64, L = 50 ms) with cProfile
 
 Each job is one agent on one function: the agent has two trivial sandboxed tools and
 max_turns 3, and the server (bench/scripted_server.py, a separate process) calls every
@@ -143,7 +143,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", help="C values (16 64 256)")
     parser.add_argument("--latency-ms", type=float, nargs="+", help="L values (50 200)")
     parser.add_argument("--budget", type=float, default=1500, help="seconds for the whole run")
-    parser.add_argument("--profile", action="store_true", help="profile a C=64, L=50 ms run")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        nargs="?",
+        const=64,
+        metavar="C",
+        help="also profile a run at capacity C (default 64) and the first latency",
+    )
     args = parser.parse_args()
     jobs = args.jobs or (20 if args.quick else 2000)
     capacities = args.concurrency or ([4] if args.quick else [16, 64, 256])
@@ -187,7 +194,7 @@ def main() -> None:
                         out = report.results_dir / "orchestrator-profile.txt"
                         report.results_dir.mkdir(parents=True, exist_ok=True)
                         server.reset()
-                        report.data["profile"] = profile_run(project, server, 64, out)
+                        report.data["profile"] = profile_run(project, server, args.profile, out)
                         print(f"profile: {out}")
             except BenchError as exc:
                 report.data.setdefault("errors", []).append(str(exc))
