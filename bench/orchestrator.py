@@ -28,6 +28,7 @@ from typing import Any
 
 from _common import (
     AGENT_FORMATS,
+    BENCH,
     AgentSpec,
     AnalyzeRun,
     BenchError,
@@ -124,7 +125,7 @@ def profile_run(project: Path, server: ModelServer, concurrency: int, out: Path)
         base_url=server.base_url,
         concurrency=concurrency,
         timeout=600,
-        python_args=["-m", "cProfile", "-o", str(profile)],
+        python_args=[str(BENCH / "_cprofile_run.py"), str(profile)],
     )
     if not profile.exists():
         raise BenchError(f"no profile written: {run.stderr_tail}")
