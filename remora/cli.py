@@ -107,16 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="override one setting, e.g. -c runner.max_turns=5 (repeatable)",
     )
 
-    analyze = commands.add_parser(
-        "analyze",
-        parents=[config_flags],
-        help="run the agents over every node of the given paths",
-        description="Run every enabled agent on every file, class, function and method found "
-        "under PATH. Exit code: 0 no findings, 1 findings or unfinished agents, 2 errors.",
+    # What analyze and watch share: what to analyse, with which agents and model, how to report.
+    run_flags = argparse.ArgumentParser(add_help=False)
+    run_flags.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    run_flags.add_argument(
+        "--agents", metavar="A,B", help="run only these agents (comma-separated)"
     )
-    analyze.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    analyze.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
-    analyze.add_argument(
+    run_flags.add_argument(
         "--output-format",
         "--format",
         dest="output_format",
@@ -124,6 +121,30 @@ def build_parser() -> argparse.ArgumentParser:
         default="table",
         help="report format: table, json, jsonl (streamed, one object per job, then a "
         "summary), sarif (GitHub code scanning), github (workflow annotations)",
+    )
+    run_flags.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help="cache folder (default .remora_cache; also cache_dir, REMORA_CACHE_DIR)",
+    )
+    run_flags.add_argument(
+        "--base-url",
+        action="append",
+        metavar="URL",
+        help="OpenAI-compatible server URL; repeat it to spread jobs over several replicas",
+    )
+    run_flags.add_argument("--model", metavar="NAME", help="served model name")
+    run_flags.add_argument(
+        "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
+    )
+
+    analyze = commands.add_parser(
+        "analyze",
+        parents=[config_flags, run_flags],
+        help="run the agents over every node of the given paths",
+        description="Run every enabled agent on every file, class, function and method found "
+        "under PATH. Exit code: 0 no findings, 1 findings or unfinished agents, 2 errors.",
     )
     analyze.add_argument(
         "--output", "-o", type=Path, metavar="FILE", help="write the report to FILE (atomically)"
@@ -164,19 +185,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-cache", action="store_true", help="neither read nor write the result cache"
     )
     analyze.add_argument(
-        "--cache-dir",
-        type=Path,
-        metavar="DIR",
-        help="cache folder (default .remora_cache; also cache_dir, REMORA_CACHE_DIR)",
-    )
-    analyze.add_argument(
-        "--base-url",
-        action="append",
-        metavar="URL",
-        help="OpenAI-compatible server URL; repeat it to spread jobs over several replicas",
-    )
-    analyze.add_argument("--model", metavar="NAME", help="served model name")
-    analyze.add_argument(
         "--engine",
         choices=["auto", "server", "local"],
         help="server, local (the embedded CPU engine) or auto (default: the server when a "
@@ -184,9 +192,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument(
         "--model-path", type=Path, metavar="FILE", help="GGUF file for the embedded engine"
-    )
-    analyze.add_argument(
-        "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
     )
     edits = analyze.add_mutually_exclusive_group()
     edits.add_argument(
@@ -238,35 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = commands.add_parser(
         "watch",
-        parents=[config_flags],
+        parents=[config_flags, run_flags],
         help="analyse, then re-analyse what changes, until Ctrl-C",
         description="Analyse PATH like analyze, then watch it: after each burst of changes to "
         "Python files, run again through the result cache, so only changed nodes reach the "
         "model. The report goes to stdout after every run, a summary line to stderr. "
         "Ctrl-C stops (exit 130).",
-    )
-    watch.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    watch.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
-    watch.add_argument(
-        "--output-format",
-        "--format",
-        dest="output_format",
-        choices=FORMATS,
-        default="table",
-        help="report format after each run, as for analyze (default table)",
-    )
-    watch.add_argument(
-        "--cache-dir", type=Path, metavar="DIR", help="cache folder (default .remora_cache)"
-    )
-    watch.add_argument(
-        "--base-url",
-        action="append",
-        metavar="URL",
-        help="OpenAI-compatible server URL; repeat it to spread jobs over several replicas",
-    )
-    watch.add_argument("--model", metavar="NAME", help="served model name")
-    watch.add_argument(
-        "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
     )
     watch.add_argument(
         "--events",
