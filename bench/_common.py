@@ -257,7 +257,7 @@ TOOL_SCRIPT = """\
 # /// remora-tool
 # description = "Does nothing (benchmark tool)."
 # ///
-"ok"
+{"outcome": "done", "summary": "nothing to do"}
 """
 
 
@@ -288,6 +288,7 @@ def write_agent(root: Path, spec: AgentSpec, agent_format: str) -> Path:
         max_turns: {spec.turns}
         system_prompt: Call every tool once, then submit_result.
         node_context: "Inspect {{{{ node.qualified_name }}}} in {{{{ node.file }}}}."
+        done_when: [done]
         submit_result:
           inputs:
             summary: {{type: string, description: One sentence.}}

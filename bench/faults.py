@@ -36,11 +36,15 @@ system_prompt: Call echo, then submit_result.
 node_context: "{{ node.qualified_name }}"
 tools:
   - script: echo.pym
+done_when: [echoed]
 submit_result:
   inputs:
     summary: {type: string}
 """
-TOOL = '# /// remora-tool\n# description = "Echo the node name."\n# ///\nnode["name"]\n'
+TOOL = (
+    '# /// remora-tool\n# description = "Echo the node name."\n# ///\n'
+    '{"outcome": "echoed", "summary": node["name"]}\n'
+)
 
 
 def write_project(root: Path, jobs: int) -> None:

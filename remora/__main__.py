@@ -3,6 +3,7 @@ exits quietly with 130 or 143."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -15,6 +16,9 @@ def run() -> int:
             from remora.cli import main
         except KeyboardInterrupt as interrupt:
             return exit_code(interrupt)
+        except Exception as exc:  # a broken installation: exit 2 (error), not 1 (findings)
+            sys.stderr.write(f"remora: error: cannot start: {type(exc).__name__}: {exc}\n")
+            return 2
         return main()
 
 
@@ -23,8 +27,12 @@ def exit_now(code: int) -> None:
     winding down when Python tears the interpreter down, which aborts the process now and then
     (seen in about 1 run in 30 of `remora tool check`); by now every file Remora writes is closed
     and the output only needs flushing."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+    except OSError:  # the report did not reach its reader (a closed pipe, a full disk)
+        code = max(code, 2)
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
     os._exit(code)
 
 

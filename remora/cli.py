@@ -20,8 +20,9 @@ from rich.table import Table
 from remora import __version__
 from remora.agents.definition import Agent
 from remora.agents.registry import agent_entries, describe_definition, select_agents
+from remora.agents.requirements import check_requirements, unmet
 from remora.apply import apply_changes, combined_patch
-from remora.atomic import write_text_atomic
+from remora.atomic import output_problem, write_text_atomic
 from remora.baseline import Baseline
 from remora.cache import ResultCache, clean
 from remora.changed import ChangedLines, changed_lines, touches
@@ -395,6 +396,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             what = "terminated" if isinstance(interrupt, Terminated) else "interrupted"
             stderr.print(f"remora: {what}; no report written")
             return exit_code(interrupt)
+        except Exception as exc:  # a bug or an unforeseen OS error: 2, never 1 ("findings")
+            while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]
+            if os.environ.get("REMORA_DEBUG"):
+                import traceback
+
+                traceback.print_exception(exc)
+            if isinstance(exc, OSError) and exc.strerror:
+                what = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+            else:
+                what = f"{type(exc).__name__}: {exc}"
+            hint = "" if os.environ.get("REMORA_DEBUG") else " (REMORA_DEBUG=1 shows where)"
+            return fail("internal error: " + " ".join(what.split()) + hint)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -430,6 +444,8 @@ def run_command(args: argparse.Namespace) -> int:
             from remora.watch import cmd_watch  # watchfiles is only imported to watch
 
             return cmd_watch(args, loaded)
+        if getattr(args, "output", None) and (problem := output_problem(args.output)):
+            return fail(f"cannot write the report to {problem}")  # before a long run, not after
         return cmd_analyze(args, loaded)
     except UserInputError as exc:
         return fail(str(exc))
@@ -500,29 +516,34 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 def cmd_list_agents(args: argparse.Namespace, loaded: LoadedSettings) -> int:
     rows = []
     for entry in agent_entries(loaded):
-        description, tools = describe_definition(entry.path)
+        definition, tools = describe_definition(entry.path)
+        requires = definition.requires
         rows.append(
             {
                 "name": entry.name,
                 "enabled": entry.enabled,
                 "bundled": entry.bundled,
-                "description": description,
+                "description": definition.description,
                 "tools": tools,
                 "definition": str(entry.path),
+                "requires": [*requires.programs, *requires.python_modules],
+                "unmet": unmet(requires, loaded.settings.sandbox.commands),
             }
         )
     if args.format == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return EXIT_OK
     table = Table(show_edge=False, pad_edge=False)
-    for column in ("agent", "enabled", "source", "tools", "description"):
+    for column in ("agent", "enabled", "source", "tools", "requires", "description"):
         table.add_column(column, overflow="fold")
     for row in rows:
+        needs = ", ".join(row["requires"]) or "-"  # type: ignore[arg-type]
         table.add_row(
             escape(str(row["name"])),
             "yes" if row["enabled"] else "no",
             "bundled" if row["bundled"] else escape(str(row["definition"])),
             escape(", ".join(row["tools"])),  # type: ignore[arg-type]
+            escape(f"{needs}: " + ("; ".join(row["unmet"]) if row["unmet"] else "met")),  # type: ignore[arg-type]
             escape(str(row["description"])),
         )
     stdout_console().print(table)
@@ -554,6 +575,7 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
     agents = select_agents(loaded, names or None)
     if not agents:
         return fail("no agents enabled; enable one in remora.yaml or name one with --agents")
+    check_requirements(agents, settings.sandbox.commands)
     for agent in agents if args.unsafe_fixes else []:
         agent.options["unsafe_fixes"] = True
     urls = settings.server.base_urls
@@ -670,14 +692,19 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
         if result.status is JobStatus.SUCCESS
         for change in result.changes
     ]
-    if stream is not None:
-        stream.close(summary)
-    else:
-        report = render_report(args.output_format, results, summary, agents, root)
-        if args.output:
-            write_text_atomic(args.output, report)
-        elif not args.diff:
-            sys.stdout.write(report)
+    try:
+        if stream is not None:
+            stream.close(summary)
+        else:
+            report = render_report(args.output_format, results, summary, agents, root)
+            if args.output:
+                write_text_atomic(args.output, report)
+            elif not args.diff:
+                sys.stdout.write(report)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        fixes = "; no fixes applied" if args.fix and changes else ""
+        return fail(f"cannot write the report to {args.output or 'stdout'}: {reason}{fixes}")
     if args.diff:
         sys.stdout.write(combined_patch(changes))
     exit_code = summary.exit_code()
@@ -687,10 +714,14 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
             stderr.print(f"remora: fixed {escape(file)}")
         for conflict in applied.conflicts:
             warn(f"conflict: {conflict}")
+        for failure in applied.failed:
+            fail(f"could not write {failure}")
         if applied.conflicts:
             exit_code = max(exit_code, EXIT_FINDINGS)
         if applied.applied and args.exit_non_zero_on_fix:
             exit_code = max(exit_code, EXIT_FINDINGS)
+        if applied.failed:
+            exit_code = EXIT_ERROR
         events.emit("changes_applied", files=applied.applied, conflicts=applied.conflicts)
     events.emit(
         "run_finished", summary=summary.model_dump(), duration_s=time.perf_counter() - started
@@ -853,6 +884,7 @@ def cmd_tool_check(args: argparse.Namespace, loaded: LoadedSettings) -> int:
 
 def cmd_tool_run(args: argparse.Namespace, loaded: LoadedSettings) -> int:
     (agent,) = select_agents(loaded, [args.agent])
+    check_requirements([agent], loaded.settings.sandbox.commands)
     tool = find_tool(agent, args.tool)
     arguments = parse_arguments(tool, args.args)
     root = Path.cwd().resolve()

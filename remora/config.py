@@ -122,6 +122,13 @@ class CommandSettings(Section):
     """stdout and stderr are each cut after this many KiB."""
     max_parallel: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
     """Commands running at once, across all jobs (the rest wait): default, the CPU count."""
+    isolation: Literal["bwrap", "none"] = "bwrap"
+    """How commands are confined. `bwrap`: in a bubblewrap sandbox (no network, the filesystem
+    read-only except the job's workspace, private /tmp and home, no view of other processes,
+    resource limits). `none`: on the host, in a full copy of the project; model-written code
+    (tests) then runs with your user's access: only for hosts where bubblewrap cannot run."""
+    memory_mb: int = Field(default=2048, ge=64)
+    """Address-space limit of each command, in MiB (isolation bwrap)."""
 
 
 class SandboxSettings(SandboxLimits):

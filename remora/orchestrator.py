@@ -58,7 +58,9 @@ async def run_jobs(
                 profile = resolve_profile(
                     settings.runner.model_profile, settings.server.model, agent.model
                 )
-                workspace = Workspace(root, keep=keep_workspaces)
+                workspace = Workspace(
+                    root, keep=keep_workspaces, copy_project=commands.confinement is None
+                )
                 runner = FunctionGemmaRunner(
                     agent,
                     node,

@@ -12,13 +12,15 @@ from remora.discovery.nodes import Node
 
 class JobStatus(StrEnum):
     SUCCESS = "success"
-    """The model called `submit_result` with valid arguments."""
+    """A tool verified the agent's work (`outcome`): done, or nothing to do."""
     FAILED = "failed"
-    """The agent ran but did not finish: turn limit, time limit or too many bad replies."""
+    """The agent ran but its work was not verified: submitted without it (`not_done`), turn
+    limit, time limit or too many bad replies."""
     SKIPPED = "skipped"
     """The job did not run (cancelled before it started)."""
     ERROR = "error"
-    """Remora could not run the agent: the server failed, or a bug crashed the job."""
+    """Remora could not run the agent: the server failed, the environment failed a tool (a
+    program missing, a command timed out, the sandbox crashed), or a bug crashed the job."""
 
 
 class ErrorCode(StrEnum):
@@ -29,6 +31,13 @@ class ErrorCode(StrEnum):
     SERVER_UNREACHABLE = "server_unreachable"
     CANCELLED = "cancelled"
     INTERNAL = "internal_error"
+    NOT_DONE = "not_done"
+    """The model submitted, but no tool verified the agent's work."""
+    REQUIREMENT_MISSING = "requirement_missing"
+    COMMAND_TIMEOUT = "command_timeout"
+    SANDBOX_CRASHED = "sandbox_crashed"
+    TOOL_ENVIRONMENT = "tool_environment"
+    """A tool failed because of the environment (e.g. ruff could not read its configuration)."""
 
 
 Severity = Literal["error", "warning", "info"]
@@ -70,6 +79,11 @@ class JobResult(BaseModel):
     agent: str
     status: JobStatus
     summary: str = ""
+    """Written by Remora from the verified outcome (or why there is none), never by the model."""
+    outcome: str | None = None
+    """The verified outcome that completed the job (one of the agent's `done_when`)."""
+    note: str | None = None
+    """The model's own sentence from submit_result, unless it copied the agent's prompt."""
     findings: list[Finding] = Field(default_factory=list)
     changes: list[Change] = Field(default_factory=list)
     submitted: dict[str, object] | None = None
@@ -84,6 +98,25 @@ class JobResult(BaseModel):
     """Answered from the result cache: no model request was made."""
 
 
+class AgentTally(BaseModel):
+    jobs: int = 0
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    """Verified outcomes (`written`, `current`, ...) and how many jobs reached each."""
+    not_done: int = 0
+    """Jobs that ran but whose work no tool verified (status failed)."""
+    error: int = 0
+    skipped: int = 0
+
+    def line(self, agent: str) -> str:
+        done = ", ".join(f"{count} {name}" for name, count in sorted(self.outcomes.items()))
+        parts = [f"{self.jobs} jobs", done or "0 done", f"{self.not_done} not done"]
+        if self.error:
+            parts.append(f"{self.error} error")
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped")
+        return f"{agent}: " + ", ".join(parts)
+
+
 class RunSummary(BaseModel):
     nodes: int
     jobs: int
@@ -92,6 +125,8 @@ class RunSummary(BaseModel):
     error: int = 0
     skipped: int = 0
     findings: int = 0
+    agents: dict[str, AgentTally] = Field(default_factory=dict)
+    """Per agent: what was done, verified, and what was not."""
 
     @classmethod
     def of(cls, nodes: int, results: list[JobResult]) -> RunSummary:
@@ -99,7 +134,29 @@ class RunSummary(BaseModel):
         for result in results:
             setattr(summary, result.status.value, getattr(summary, result.status.value) + 1)
             summary.findings += len(result.findings)
+            tally = summary.agents.setdefault(result.agent, AgentTally())
+            tally.jobs += 1
+            if result.status is JobStatus.SUCCESS:
+                name = result.outcome or "done"
+                tally.outcomes[name] = tally.outcomes.get(name, 0) + 1
+            elif result.status is JobStatus.FAILED:
+                tally.not_done += 1
+            elif result.status is JobStatus.ERROR:
+                tally.error += 1
+            else:
+                tally.skipped += 1
         return summary
+
+    def totals(self) -> str:
+        return (
+            f"{self.nodes} nodes, {self.jobs} jobs: {self.success} success, "
+            f"{self.failed} failed, {self.error} error, {self.skipped} skipped; "
+            f"{self.findings} findings"
+        )
+
+    def agent_lines(self) -> list[str]:
+        """Per agent, what its tools verified: `docstring: 10 jobs, 3 written, 7 not done`."""
+        return [tally.line(agent) for agent, tally in sorted(self.agents.items())]
 
     def exit_code(self) -> int:
         """ruff's contract: 2 when something could not be analysed, 1 when there is something to

@@ -11,6 +11,7 @@ import anyio
 from pydantic import ValidationError
 
 from remora.agents.definition import Agent
+from remora.agents.notes import model_note
 from remora.agents.toolscript import SUBMIT_RESULT, Tool
 from remora.config import RunnerSettings
 from remora.discovery.nodes import Node
@@ -49,6 +50,15 @@ class BadCall(Exception):
     """A call the model got wrong; the message goes back to it as the tool result."""
 
 
+class ToolFault(Exception):
+    """The environment failed a tool (a program missing, a timeout, a crashed sandbox): nothing
+    the model can repair, so the job ends as an error instead of going back to the model."""
+
+    def __init__(self, error: JobError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 class FunctionGemmaRunner:
     def __init__(
         self,
@@ -65,7 +75,8 @@ class FunctionGemmaRunner:
     ) -> None:
         self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
         self.workspace, self.profile, self.settings = workspace, profile, settings
-        self.host = host_functions(workspace, node, commands)
+        self.faults: list[JobError] = []
+        self.host = host_functions(workspace, node, commands, self.faults)
         self.tools = {tool.name: tool for tool in agent.tools}
         self.validators = {tool.name: tool.validator for tool in agent.tools}
         self.validators[SUBMIT_RESULT] = agent.submit_validator
@@ -75,29 +86,42 @@ class FunctionGemmaRunner:
         self.usage = Usage()
         self.findings: dict[tuple[object, ...], Finding] = {}
         self.seen_calls: set[tuple[str, str]] = set()
+        self.verified: tuple[str, str] | None = None
+        """The last outcome (name, Remora's summary) a tool verified that completes the job."""
+        self.refusals: list[str] = []
         self.events = events or NO_EVENTS.for_job("", node.id, agent.name)
         self.use_grammar = profile.uses_grammar(settings.grammar)
 
     async def run(self) -> JobResult:
+        """The job's status comes from what the tools verified, never from the model's words:
+        `success` needs one of the agent's `done_when` outcomes, whoever ended the loop."""
         started = time.perf_counter()
+        submitted: dict[str, Any] | None = None
+        status = JobStatus.FAILED
+        error: JobError | None
         try:
             with anyio.fail_after(self.settings.job_timeout):
                 submitted = await self._turn_loop()
-            status, error = JobStatus.SUCCESS, None
+            error = JobError(code=ErrorCode.NOT_DONE, message=self._not_done())
         except JobEnded as ended:
-            submitted, status, error = None, JobStatus.FAILED, ended.error
+            error = ended.error
         except TimeoutError:
             message = f"the job took longer than runner.job_timeout={self.settings.job_timeout}s"
-            submitted, status = None, JobStatus.FAILED
             error = JobError(code=ErrorCode.TIME_LIMIT, message=message)
+        except ToolFault as fault:
+            status, error = JobStatus.ERROR, fault.error
         except ModelError as exc:
-            submitted, status = None, JobStatus.ERROR
-            error = JobError(code=exc.code, message=exc.message)
+            status, error = JobStatus.ERROR, JobError(code=exc.code, message=exc.message)
+        outcome, summary = self.verified or (None, "")
+        if status is JobStatus.FAILED and outcome is not None:
+            status, error = JobStatus.SUCCESS, None
         return JobResult(
             node=self.node,
             agent=self.agent.name,
             status=status,
-            summary=str((submitted or {}).get("summary", "")),
+            summary=summary if status is JobStatus.SUCCESS else "",
+            outcome=outcome if status is JobStatus.SUCCESS else None,
+            note=model_note(submitted, self.agent),
             findings=list(self.findings.values()),
             changes=self.workspace.diff() if status is JobStatus.SUCCESS else [],
             submitted=submitted,
@@ -240,6 +264,31 @@ class FunctionGemmaRunner:
         self.seen_calls.add(key)
         return arguments
 
+    def _not_done(self) -> str:
+        wanted = " or ".join(self.agent.definition.done_when)
+        if not self.refusals:
+            return f"submitted without a verified outcome ({wanted}); no tool reported one"
+        return (
+            f"submitted without a verified outcome ({wanted}); {len(self.refusals)} tool "
+            f"refusal{'s' if len(self.refusals) > 1 else ''}, last: {self.refusals[-1]}"
+        )
+
+    def _observe(self, tool: Tool, outcome: ToolOutcome) -> None:
+        """Record what a tool verified or refused; end the job on an environment fault."""
+        if outcome.crashed:
+            message = outcome.error or "the sandbox worker crashed"
+            self.faults.append(JobError(code=ErrorCode.SANDBOX_CRASHED, message=message))
+        if self.faults:
+            raise ToolFault(self.faults[0])
+        value = outcome.value if outcome.ok else {"problems": [outcome.error]}
+        if not isinstance(value, dict):
+            return
+        name, summary = value.get("outcome"), value.get("summary")
+        if isinstance(name, str) and name in self.agent.definition.done_when:
+            self.verified = (name, str(summary) if summary else f"{tool.name}: {name}")
+        elif isinstance(value.get("problems"), list) and value["problems"]:
+            self.refusals.append(f"{tool.name}: {'; '.join(map(str, value['problems']))}"[:300])
+
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
         try:
             context = injected_context(tool, self.node, self.agent.options, self.workspace)
@@ -262,7 +311,8 @@ class FunctionGemmaRunner:
             try:
                 self._record_findings(outcome.value["findings"])
             except (ValidationError, TypeError) as exc:
-                return ToolOutcome(ok=False, error=f"{tool.name} returned bad findings: {exc}")
+                outcome = ToolOutcome(ok=False, error=f"{tool.name} returned bad findings: {exc}")
+        self._observe(tool, outcome)
         return outcome
 
     def _record_findings(self, raw: object) -> None:

@@ -75,9 +75,10 @@ async def run_tool(
 ) -> tuple[ToolOutcome, Workspace]:
     """One call exactly as the runner makes it: same injection, sandbox and limits, a fresh
     workspace. The caller closes the workspace."""
-    workspace = Workspace(root)
+    commands = CommandRunner(settings.sandbox.commands)
+    workspace = Workspace(root, copy_project=commands.confinement is None)
     context = injected_context(tool, node, agent.options, workspace)
-    host = host_functions(workspace, node, CommandRunner(settings.sandbox.commands))
+    host = host_functions(workspace, node, commands)
     async with ToolSandbox(max_workers=1) as sandbox:
         outcome = await sandbox.run(
             tool, tool.sandbox_inputs(arguments, context), host, agent.tool_limits

@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from remora.discovery.walk import DEFAULT_EXCLUDES
 from remora.results import Change
 
 # Created by tools that commands run; never part of a job's changes.
@@ -36,9 +37,14 @@ class Workspace:
     get `directory()`, a temporary tree that costs what the job touches, not the repository size.
     """
 
-    def __init__(self, root: Path, *, keep: bool = False) -> None:
+    def __init__(self, root: Path, *, keep: bool = False, copy_project: bool = False) -> None:
         self.root = root.resolve()
         self.keep = keep
+        self.copy_project = copy_project
+        """Commands get a full copy of the project instead of links into it: for hosts without
+        the OS sandbox, where a link would let a command write the user's file."""
+        self._copied: dict[str, tuple[int, int]] = {}
+        """Files copied by `copy_project`, with the size and mtime they were copied with."""
         self._original: dict[str, Original] = {}
         self._written: dict[str, str] = {}
         self._directory: Path | None = None
@@ -103,6 +109,10 @@ class Workspace:
         self._read_original(key)
         self._written[key] = text.replace("\r\n", "\n")
 
+    def is_file(self, path: str) -> bool:
+        key = self.key(path)
+        return key in self._written or (self.root / key).is_file()
+
     def exists(self, path: str) -> bool:
         key = self.key(path)
         return key in self._written or (self.root / key).exists()
@@ -161,11 +171,16 @@ class Workspace:
 
         Folders on the way to a file the job read or wrote are real folders; everything else is
         a symlink into the project, so setting it up costs what the job touched. Files the job
-        touched are real copies, so a command writes into the workspace, never the project.
+        touched are real copies. The links are safe only because commands run in the OS sandbox
+        (sandbox/confinement.py), where the project is mounted read-only: a write through a link
+        fails there. Without the sandbox (`copy_project`) the whole project is copied instead.
         """
         if self._directory is None:
             self._directory = Path(tempfile.mkdtemp(prefix="remora-ws-"))
-            self._realize(".")  # the project's top level, even before the job touched a file
+            if self.copy_project:
+                self._copy_project()
+            else:
+                self._realize(".")  # the project's top level, even before the job touched a file
         touched = {key for key, original in self._original.items() if original.text is not None}
         for key in sorted(touched | set(self._written)):
             text = self._written.get(key, self._original[key].text)
@@ -193,6 +208,32 @@ class Workspace:
         self._real_dirs.add(folder)
         return target
 
+    def _copy_project(self) -> None:
+        """Real folders and file copies of the whole project; symlinks are left out (a copied
+        link would still lead to the user's file) and so are folders discovery skips."""
+        assert self._directory is not None
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = [
+                name
+                for name in dirs
+                if name not in DEFAULT_EXCLUDES and not os.path.islink(os.path.join(folder, name))
+            ]
+            relative = Path(folder).relative_to(self.root).as_posix()
+            target = self._directory / relative
+            target.mkdir(exist_ok=True)
+            self._real_dirs.add(relative)
+            for name in files:
+                source = os.path.join(folder, name)
+                if os.path.islink(source):
+                    continue
+                try:
+                    shutil.copyfile(source, target / name)
+                except OSError:
+                    continue
+                stat = (target / name).stat()
+                key = name if relative == "." else f"{relative}/{name}"
+                self._copied[key] = (stat.st_size, stat.st_mtime_ns)
+
     def _place(self, key: str, text: str) -> None:
         folder = self._realize(PurePosixPath(key).parent.as_posix())
         path = folder / PurePosixPath(key).name
@@ -211,12 +252,19 @@ class Workspace:
                 if entry.is_symlink() or not entry.is_file() or entry.name in IGNORED_OUTPUTS:
                     continue
                 key = entry.name if folder == "." else f"{folder}/{entry.name}"
+                if key not in self._placed and key in self._copied:
+                    stat = entry.stat()
+                    if self._copied[key] == (stat.st_size, stat.st_mtime_ns):
+                        continue  # a copy no command changed
                 try:
                     text = Path(entry.path).read_text(encoding="utf-8")
                 except (UnicodeDecodeError, OSError):
                     continue
                 if self._placed.get(key) != text:
-                    self.write_text(key, text)
+                    try:
+                        self.write_text(key, text)
+                    except WorkspaceError:
+                        continue  # e.g. over a project symlink that leads outside: never a change
                     self._placed[key] = text
 
     @property

@@ -169,7 +169,11 @@ def test_an_invalid_sample_gets_the_errors_and_no_file(
 
     results = by_function(report)
     rejected = results["apply_discount"]
-    assert rejected["status"] == "success"
+    # The model submitted, but no sample was written: not done, with the refusal.
+    assert rejected["status"] == "failed"
+    assert rejected["error"]["code"] == "not_done"
+    refusal = "write_samples: apply_discount(price='cheap', percent=10)"
+    assert refusal in rejected["error"]["message"]
     assert rejected["changes"] == []
     assert rejected["submitted"]["samples_written"] == 0
     reply = next(
@@ -192,7 +196,7 @@ def test_an_invalid_sample_gets_the_errors_and_no_file(
     assert load_fixture(demo / "fixtures" / "pricing_parse_sku.json")["samples"] == [
         {"sku": "BOLT-0042"}
     ]
-    assert code == 0
+    assert code == 1  # apply_discount's job was not done
 
 
 def test_schema_for_richer_signatures(

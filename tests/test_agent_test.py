@@ -184,7 +184,13 @@ def test_a_wrong_expected_value_is_rejected_with_the_failure(
 
     results = by_function(report)
     wrong = results["apply_discount"]
-    assert wrong["status"] == "success"
+    # No test file was kept: not done, whatever the model submitted; the finding stays.
+    assert wrong["status"] == "failed"
+    assert wrong["error"]["code"] == "not_done"
+    assert (
+        "write_tests: apply_discount(100.0, 10.0) == 80.0: assert 90.0 == 80.0"
+        in (wrong["error"]["message"])
+    )
     assert wrong["changes"] == []  # rejected: no test file, and the module is untouched
     assert wrong["submitted"] == {"summary": "1 passed, 1 failed", "passed": 1, "failed": 1}
     rules = {f["rule"]: f for f in wrong["findings"]}

@@ -96,11 +96,23 @@ def test_transcript_and_json_report(
         "error": 0,
         "skipped": 0,
         "findings": 1,
+        "agents": {
+            "probe": {
+                "jobs": 1,
+                "outcomes": {"checked": 1},
+                "not_done": 0,
+                "error": 0,
+                "skipped": 0,
+            }
+        },
     }
     (result,) = report["results"]
     assert result["agent"] == "probe"
     assert result["status"] == "success"
-    assert result["summary"] == "One TODO, now a NOTE."
+    # Remora's summary, from the last outcome a tool verified; the model's words are the note.
+    assert result["summary"] == "0 FIXME comments"
+    assert result["outcome"] == "checked"
+    assert result["note"] == "One TODO, now a NOTE."
     assert result["turns"] == 3
     assert result["error"] is None
     assert result["node"]["qualified_name"] == "shout"

@@ -66,6 +66,7 @@ def test_retries_ride_out_429_and_503(
     script = [
         http_error(429, "slow down", headers={"Retry-After": "0"}),
         http_error(503, "warming up"),
+        tool_call("find_todos", {"marker": "FIXME"}),
         tool_call("submit_result", {"summary": "ok", "todo_count": 0}),
     ]
     with ScriptedModelServer(script=script) as server:
@@ -81,7 +82,7 @@ def test_retries_ride_out_429_and_503(
                 "server.retries=2",
             ]
         )
-        assert len(server.requests) == 3
+        assert len(server.requests) == 4
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert code == 0
     assert result["status"] == "success"

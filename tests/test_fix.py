@@ -13,7 +13,7 @@ import pytest
 
 from remora.apply import apply_changes
 from remora.cli import main
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.models.scripted import Reply, ScriptedModelServer, tool_call
 from remora.workspace import Workspace
 
 
@@ -29,9 +29,11 @@ def tree_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def editing_script() -> list[object]:
+def editing_script() -> list[Reply]:
+    """Edit, then check (a marker that is not there: no findings), then submit."""
     return [
         tool_call("replace_text", {"old": "upper", "new": "lower"}),
+        tool_call("find_todos", {"marker": "NO-SUCH-MARKER"}),
         tool_call("submit_result", {"summary": "lowered", "todo_count": 0}),
     ]
 
@@ -52,7 +54,7 @@ def test_without_fix_the_project_is_untouched(
     before = tree_hash(project)
     code, _, requests = analyze(project, "--format", "json")
     report = json.loads(capsys.readouterr().out)
-    assert requests == 2
+    assert requests == 3
     assert report["results"][0]["changes"][0]["file"] == "pkg/shout.py"
     assert code == 0  # no findings: the agent only edited
     assert tree_hash(project) == before

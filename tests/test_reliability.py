@@ -27,6 +27,15 @@ from remora.models.scripted import (
 )
 
 SUBMIT = tool_call("submit_result", {"summary": "ok", "todo_count": 0})
+FIND = tool_call("find_todos", {"marker": "FIXME"})
+"""The probe's work (its `done_when` outcome): without it a submit is `not_done`."""
+
+
+def converse(body: dict[str, Any]) -> Any:
+    """A normal job: find_todos on the first turn, then submit_result."""
+    return FIND if len(body["messages"]) == 2 else SUBMIT
+
+
 TWO_FUNCTIONS = "def alpha():\n    return 1\n\n\ndef beta():\n    return 2\n"
 
 
@@ -61,7 +70,7 @@ def per_node(faulty: str, fault: Any) -> Any:
     def rule(body: dict[str, Any]) -> Any:
         if f"Inspect {faulty} " in body["messages"][1]["content"]:
             return fault
-        return SUBMIT
+        return converse(body)
 
     return rule
 
@@ -112,7 +121,7 @@ def test_a_broken_reply_errors_that_job_and_the_others_finish(
 
 def test_retry_after_is_honoured(two: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (two / "pkg" / "shout.py").write_text("def alpha():\n    return 1\n")
-    script = [http_error(429, "slow down", headers={"Retry-After": "1"}), SUBMIT]
+    script = [http_error(429, "slow down", headers={"Retry-After": "1"}), FIND, SUBMIT]
     with ScriptedModelServer(script=script) as server:
         started = time.monotonic()
         code, report, _ = run(two, capsys, server, "-c", "server.retries=1")
@@ -125,10 +134,10 @@ def test_bursts_of_5xx_are_ridden_out_with_backoff(
     two: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (two / "pkg" / "shout.py").write_text("def alpha():\n    return 1\n")
-    script = [http_error(500), http_error(502), http_error(503), SUBMIT]
+    script = [http_error(500), http_error(502), http_error(503), FIND, SUBMIT]
     with ScriptedModelServer(script=script) as server:
         code, report, _ = run(two, capsys, server, "-c", "server.retries=3")
-        assert len(server.requests) == 4
+        assert len(server.requests) == 5
     assert code == 0 and report["results"][0]["status"] == "success"
 
 
@@ -149,7 +158,7 @@ def test_a_huge_reply_is_answered_with_a_reminder(
     two: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (two / "pkg" / "shout.py").write_text("def alpha():\n    return 1\n")
-    with ScriptedModelServer(script=[text("x" * 3_000_000), SUBMIT]) as server:
+    with ScriptedModelServer(script=[text("x" * 3_000_000), FIND, SUBMIT]) as server:
         code, report, _ = run(two, capsys, server)
     assert code == 0 and report["results"][0]["status"] == "success"
 
@@ -159,8 +168,8 @@ def test_a_model_that_loops_on_tools_ends_at_the_turn_limit(
 ) -> None:
     counter = iter(range(10**6))
 
-    def loop(body: dict[str, Any]) -> Any:
-        return tool_call("find_todos", {"marker": f"M{next(counter)}"})
+    def loop(body: dict[str, Any]) -> Any:  # never the probe's work, never a submit
+        return tool_call("replace_text", {"old": f"M{next(counter)}", "new": "N"})
 
     with ScriptedModelServer(rule=loop) as server:
         code, report, _ = run(two, capsys, server)
@@ -188,7 +197,7 @@ def test_malformed_calls_become_error_results(
     call: Any, expected: str, two: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (two / "pkg" / "shout.py").write_text("def alpha():\n    return 1\n")
-    with ScriptedModelServer(script=[call, SUBMIT]) as server:
+    with ScriptedModelServer(script=[call, FIND, SUBMIT]) as server:
         code, report, _ = run(two, capsys, server)
         second = server.requests[1]
     assert code == 0 and report["results"][0]["status"] == "success"
@@ -213,8 +222,10 @@ def test_a_file_deleted_during_the_run_is_an_error_result_not_a_crash(
 
     with ScriptedModelServer(rule=delete_then_call) as server:
         code, report, _ = run(two, capsys, server, "--fix")
-    assert code == 0
-    assert {result["status"] for result in report["results"]} == {"success"}
+    # find_todos could not read the file: no job verified its work, none crashed.
+    assert code == 1
+    assert {result["status"] for result in report["results"]} == {"failed"}
+    assert {result["error"]["code"] for result in report["results"]} == {"not_done"}
     assert not source.exists()  # --fix had nothing to write, and wrote nothing
 
 
@@ -225,9 +236,11 @@ def test_a_file_rewritten_during_the_run_is_a_conflict(
 
     def edit_then_race(body: dict[str, Any]) -> Any:
         if "Inspect alpha " not in body["messages"][1]["content"]:
-            return SUBMIT
+            return converse(body)
         if len(body["messages"]) == 2:
             return tool_call("replace_text", {"old": "return 1", "new": "return 10"})
+        if len(body["messages"]) == 4:
+            return FIND
         source.write_text(TWO_FUNCTIONS + "# the user typed this\n")
         return SUBMIT
 

@@ -124,9 +124,11 @@ def test_caps_ten_annotations_per_level_and_says_where_the_rest_are(tmp_path: Pa
     assert "listed below and in the job summary" in notice
 
     plain = [line for line in output.splitlines() if not line.startswith("::")]
-    assert len(plain) == 22 + 1  # the left-out findings, then the totals line
+    # The left-out findings, then one line per agent and the totals line.
+    assert len(plain) == 22 + 2
     assert plain[0] == "pkg/mod.py:11:5: warning: lint/T201 print on line 11"
     assert plain[20] == "pkg/mod.py:110:1: error: lint/E722 bare except"
+    assert plain[-2].startswith("remora: lint: 2 jobs, ")
     assert plain[-1].startswith("remora: 1 nodes, 2 jobs: 1 success, 0 failed, 1 error")
 
 

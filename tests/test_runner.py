@@ -82,6 +82,14 @@ async def run_job(
         return result, server.requests
 
 
+def assert_not_done(result: JobResult) -> None:
+    """The model submitted, but no tool verified anything: never `success`."""
+    assert result.status == "failed"
+    assert result.error is not None and result.error.code == "not_done"
+    assert "submitted without a verified outcome (checked)" in result.error.message
+    assert result.summary == ""
+
+
 def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
@@ -97,7 +105,7 @@ async def test_unknown_tool_is_answered_with_an_error_result(
     result, requests = await run_job(
         [tool_call("delete_everything", {}), SUBMIT], agent, node, project, sandbox
     )
-    assert result.status == "success"
+    assert_not_done(result)  # repaired, then submitted without find_todos
     message = tool_results(requests[1])[0]
     assert message["name"] == "delete_everything"
     assert message["tool_call_id"] == requests[1]["messages"][2]["tool_calls"][0]["id"]
@@ -112,7 +120,7 @@ async def test_invalid_json_arguments(
     result, requests = await run_job(
         [tool_call("replace_text", '{"old": "a", '), SUBMIT], agent, node, project, sandbox
     )
-    assert result.status == "success"
+    assert_not_done(result)  # repaired, then submitted without find_todos
     assert "arguments are not valid JSON" in last_error(requests[1])
 
 
@@ -151,7 +159,7 @@ async def test_text_without_a_call_gets_a_reminder(
     result, requests = await run_job(
         [text("I think it is fine."), SUBMIT], agent, node, project, sandbox
     )
-    assert result.status == "success"
+    assert_not_done(result)  # repaired, then submitted without find_todos
     assert requests[1]["messages"][2:] == [
         {"role": "assistant", "content": "I think it is fine."},
         {"role": "user", "content": REMINDER},
@@ -175,12 +183,50 @@ async def test_turn_limit_when_the_model_never_submits(
     probe_agent: Path, node: Node, project: Path, sandbox: ToolSandbox
 ) -> None:
     agent = load_agent(probe_agent, model="m", max_turns=2)
-    script = [tool_call("find_todos", {"marker": "A"}), tool_call("find_todos", {"marker": "B"})]
+    script = [
+        tool_call("replace_text", {"old": "A", "new": "B"}),
+        tool_call("replace_text", {"old": "C", "new": "D"}),
+    ]
     result, requests = await run_job(script, agent, node, project, sandbox)
     assert result.status == "failed"
     assert result.error is not None and result.error.code == "turn_limit"
     assert [t["function"]["name"] for t in requests[1]["tools"]] == ["submit_result"]
-    assert "unknown tool 'find_todos'" in result.error.message
+    assert "unknown tool 'replace_text'" in result.error.message
+
+
+async def test_a_verified_outcome_counts_whoever_ends_the_loop(
+    probe_agent: Path, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    """find_todos verified the work; the model then never submits: the job is done all the
+    same, with Remora's summary from the tool, not the model's words."""
+    agent = load_agent(probe_agent, model="m", max_turns=2)
+    script = [tool_call("find_todos", {"marker": "TODO"}), text("I am not sure.")]
+    result, _ = await run_job(script, agent, node, project, sandbox)
+    assert result.status == "success"
+    assert result.outcome == "checked"
+    assert result.summary == "1 TODO comments"
+    assert result.error is None
+
+
+async def test_a_note_that_copies_the_prompt_is_dropped(
+    agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
+) -> None:
+    copied = tool_call("submit_result", {"summary": "One sentence.", "todo_count": 1})
+    echo = tool_call(
+        "submit_result", {"summary": "Report TODO comments in the node", "todo_count": 1}
+    )
+    own = tool_call("submit_result", {"summary": "Found the TODO about None.", "todo_count": 1})
+    for submit, note in (
+        (echo, None),
+        (own, "Found the TODO about None."),
+        (copied, None),  # the schema's own description
+    ):
+        result, _ = await run_job(
+            [tool_call("find_todos", {}), submit], agent, node, project, sandbox
+        )
+        assert result.status == "success"
+        assert result.summary == "1 TODO comments"  # Remora's, from find_todos
+        assert result.note == note
 
 
 @pytest.mark.parametrize("profile", [ModelProfileName.OPENAI, ModelProfileName.FUNCTIONGEMMA_KIT])
@@ -226,7 +272,7 @@ async def test_tool_script_failure_goes_back_to_the_model(
     result, requests = await run_job(
         [tool_call("find_todos", {}), SUBMIT], agent, node, project, sandbox
     )
-    assert result.status == "success"
+    assert_not_done(result)  # repaired, then submitted without find_todos
     assert last_error(requests[1]) == "find_todos.pym:11: ZeroDivisionError: division by zero"
 
 
@@ -288,7 +334,7 @@ async def test_final_reminder_before_the_last_turn(
 ) -> None:
     agent = load_agent(probe_agent, model="m", max_turns=2)
     result, requests = await run_job([text("no"), SUBMIT], agent, node, project, sandbox)
-    assert result.status == "success"
+    assert_not_done(result)  # repaired, then submitted without find_todos
     assert requests[1]["messages"][-1] == {"role": "user", "content": FINAL_REMINDER}
     assert [t["function"]["name"] for t in requests[1]["tools"]] == ["submit_result"]
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import jinja2
 import jsonschema
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from remora.agents.context import ProviderName, provide
@@ -49,6 +50,15 @@ class RuleSpec(Strict):
     help_uri: str | None = None
 
 
+class Requirements(Strict):
+    """What the agent's tools run, checked before any job: a missing one stops the run."""
+
+    programs: list[str] = Field(default_factory=list)
+    """Executables its tools run with run_command, e.g. ruff."""
+    python_modules: list[str] = Field(default_factory=list)
+    """Modules its tools run as `python -m MODULE`, e.g. pytest."""
+
+
 class AgentDefinition(Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
     description: str
@@ -68,6 +78,10 @@ class AgentDefinition(Strict):
     """Tool-call limits the agent's tools need: a preset and/or single values."""
     rules: dict[str, RuleSpec] = Field(default_factory=dict)
     """The rule codes the agent's tools report, keyed by code."""
+    done_when: list[str] = Field(min_length=1)
+    """The outcomes, reported by its tools (`{"outcome": NAME, "summary": ...}`), that complete
+    a job: a job succeeds only when one of them was verified, never on the model's word."""
+    requires: Requirements = Field(default_factory=Requirements)
 
     @field_validator("node_context")
     @classmethod
@@ -81,7 +95,9 @@ class AgentDefinition(Strict):
         return template
 
 
-TEMPLATES = jinja2.Environment(
+# Agent folders may come with a project the user did not write: their templates render in
+# jinja2's sandbox, where `{{ cycler.__init__.__globals__.os }}` is refused, not evaluated.
+TEMPLATES = ImmutableSandboxedEnvironment(
     undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
 )
 

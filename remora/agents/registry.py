@@ -7,7 +7,13 @@ from pathlib import Path
 from pydantic import BaseModel
 
 import remora
-from remora.agents.definition import Agent, load_agent, load_definition, load_tools
+from remora.agents.definition import (
+    Agent,
+    AgentDefinition,
+    load_agent,
+    load_definition,
+    load_tools,
+)
 from remora.config import LoadedSettings
 from remora.yamlfile import UserInputError
 
@@ -86,6 +92,6 @@ def select_agents(loaded: LoadedSettings, names: list[str] | None = None) -> lis
     return agents
 
 
-def describe_definition(path: Path) -> tuple[str, list[str]]:
+def describe_definition(path: Path) -> tuple[AgentDefinition, list[str]]:
     definition, document = load_definition(path)
-    return definition.description, [tool.name for tool in load_tools(definition, document)]
+    return definition, [tool.name for tool in load_tools(definition, document)]

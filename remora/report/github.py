@@ -151,10 +151,8 @@ def _count(count: int, noun: str) -> str:
 
 
 def _totals(summary: RunSummary) -> str:
-    return (
-        f"remora: {summary.nodes} nodes, {summary.jobs} jobs: {summary.success} success, "
-        f"{summary.failed} failed, {summary.error} error, {summary.skipped} skipped; "
-        f"{summary.findings} findings"
+    return "\n".join(
+        [*(f"remora: {line}" for line in summary.agent_lines()), f"remora: {summary.totals()}"]
     )
 
 

@@ -48,12 +48,9 @@ def render_table(results: list[JobResult], summary: RunSummary, *, color: bool =
                 escape(f"{location}: {finding.rule} {finding.message} [{agent}]"), highlight=False
             )
     console.print()
-    console.print(
-        f"{summary.nodes} nodes, {summary.jobs} jobs: {summary.success} success, "
-        f"{summary.failed} failed, {summary.error} error, {summary.skipped} skipped; "
-        f"{summary.findings} findings",
-        highlight=False,
-    )
+    for line in summary.agent_lines():
+        console.print(escape(line), highlight=False)
+    console.print(summary.totals(), highlight=False)
     return buffer.getvalue()
 
 

@@ -1,5 +1,5 @@
-"""run_command(): allow-listed programs on the host, in the job's workspace directory, with a
-timeout, an output cap, a scrubbed environment and stdin closed."""
+"""run_command(): allow-listed programs in the job's workspace directory, inside the OS sandbox
+(sandbox/confinement.py), with a timeout, an output cap, a scrubbed environment and stdin closed."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 from remora.config import CommandSettings
+from remora.sandbox.confinement import Confinement, confinement
 
 # Only these variables reach a command: no tokens, API keys or REMORA_* settings.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
@@ -31,10 +32,20 @@ class CommandRefused(PermissionError):
     """The command is not allowed; the message tells the script (and the model) why."""
 
 
+class CommandMissing(CommandRefused):
+    """An allowed program is not installed: the environment's fault, not the model's."""
+
+
 class CommandRunner:
+    """Raises SandboxUnavailable (a user error) when isolation is `bwrap` and the host cannot
+    provide it: agents that run commands must not run them unconfined by accident."""
+
     def __init__(self, settings: CommandSettings) -> None:
         self.settings = settings
         self._slots = anyio.CapacityLimiter(settings.max_parallel)
+        self.confinement: Confinement | None = (
+            confinement(settings.memory_mb) if settings.isolation == "bwrap" else None
+        )
 
     def resolve(self, name: str, args: list[str]) -> list[str]:
         """The argv to run, or CommandRefused."""
@@ -57,11 +68,20 @@ class CommandRunner:
             )
         executable = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
         if executable is None:
-            raise CommandRefused(f"run_command: {name!r} is allowed but not installed")
+            raise CommandMissing(f"run_command: {name!r} is allowed but not installed")
         return [executable, *args]
 
-    async def run(self, name: str, args: list[str], cwd: Path) -> dict[str, Any]:
+    async def run(
+        self, name: str, args: list[str], cwd: Path, *, project: Path | None = None
+    ) -> dict[str, Any]:
+        """Run in `cwd`, the job's workspace directory: the only place the command may write.
+        `project` (the tree the workspace links into) is visible read-only."""
         argv = self.resolve(name, args)
+        if self.confinement is not None:
+            env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
+            argv = self.confinement.wrap(
+                argv, workspace=cwd, readable=[project] if project else [], env=env | FIXED_ENV
+            )
         async with self._slots:
             return await self._run(name, args, argv, cwd)
 
@@ -116,10 +136,15 @@ class CommandRunner:
 
 
 def _check_argument(arg: str) -> None:
-    """Refuse paths that leave the workspace: absolute, `~` or `..`, also as `--opt=value`."""
+    """Refuse paths that leave the workspace: absolute, `~` or `..`, also as `--opt=value` and
+    attached to short options (`-o/abs`, `-qc~/x`). The OS sandbox is the boundary; this makes
+    the refusal a message the model can read instead of a failed write."""
     if "\x00" in arg:
         raise CommandRefused("run_command: NUL byte in an argument")
-    for part in (arg, *arg.split("=")[1:]):
+    parts = [arg, *arg.split("=")[1:]]
+    if arg.startswith("-") and not arg.startswith("--"):
+        parts += [arg[index:] for index in range(1, len(arg))]
+    for part in parts:
         path = PurePosixPath(part.replace("\\", "/"))
         if path.is_absolute() or part.startswith("~") or ".." in path.parts:
             raise CommandRefused(

@@ -35,6 +35,8 @@ class ToolOutcome(BaseModel):
     error: str | None = None
     printed: str = ""
     duration_s: float = 0.0
+    crashed: bool = False
+    """The sandbox worker died: the environment's failure, not the script's."""
 
     def content(self) -> str:
         """The tool message the model reads: strings as they are, anything else as JSON."""
@@ -84,7 +86,8 @@ class ToolSandbox:
             error = f"{name}{_line_of(exc)}: {exc.display('type-msg')}"
             return _outcome(started, printed, error=error)
         except MontyCrashedError as exc:
-            return _outcome(started, printed, error=f"{name}: the sandbox worker crashed: {exc}")
+            crash = _outcome(started, printed, error=f"{name}: the sandbox worker crashed: {exc}")
+            return crash.model_copy(update={"crashed": True})
         except MontyError as exc:
             return _outcome(started, printed, error=f"{name}: {exc}")
         return _outcome(started, printed, value=value)

@@ -3,6 +3,7 @@ confined to the job's workspace."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,10 @@ from typing import Any
 from remora.agents.toolscript import Tool
 from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
+from remora.results import ErrorCode, JobError
 from remora.sandbox import python_checks
-from remora.sandbox.commands import CommandRunner
-from remora.workspace import Workspace
+from remora.sandbox.commands import CommandMissing, CommandRunner
+from remora.workspace import Workspace, WorkspaceError
 
 HOST_STUBS = (Path(__file__).parent / "host_functions.pyi").read_text(encoding="utf-8")
 
@@ -29,12 +31,30 @@ def injected_context(
 
 
 def host_functions(
-    workspace: Workspace, node: Node, commands: CommandRunner
+    workspace: Workspace, node: Node, commands: CommandRunner, faults: list[JobError] | None = None
 ) -> dict[str, Callable[..., Any]]:
-    """Paths are relative to the project root; absolute paths and '..' escapes are refused."""
+    """Paths are relative to the project root; absolute paths and '..' escapes are refused.
+
+    Failures of the environment (a program missing, a command timing out, an unreadable
+    project file, or what a script reports with `environment_error`) are added to `faults`:
+    the runner ends the job as an error, whatever the script does with the exception.
+    """
+    recorded = faults if faults is not None else []
+
+    def fault(code: ErrorCode, message: str) -> None:
+        recorded.append(JobError(code=code, message=message))
 
     def read_file(path: str) -> str:
-        return workspace.read_text(_path(path))
+        try:
+            return workspace.read_text(_path(path))
+        except (FileNotFoundError, WorkspaceError, TypeError):
+            raise  # the script's (or the model's) mistake: it may handle it
+        except OSError as exc:
+            fault(ErrorCode.TOOL_ENVIRONMENT, f"cannot read {path}: {exc}")
+            raise
+
+    def environment_error(message: str) -> None:
+        fault(ErrorCode.TOOL_ENVIRONMENT, str(message)[:1000])
 
     def read_original(path: str) -> str | None:
         return workspace.original_text(_path(path))
@@ -54,8 +74,25 @@ def host_functions(
         return describe_node(node)
 
     async def run_command(name: str, args: list[str]) -> dict[str, Any]:
+        # Files named in the arguments become the job's own copies, so a command that edits
+        # one (`ruff check --fix FILE`) edits the workspace: the project itself is read-only.
+        for arg in args if isinstance(args, list) else []:
+            if isinstance(arg, str) and not arg.startswith("-"):
+                with contextlib.suppress(OSError, ValueError):
+                    if workspace.is_file(arg):
+                        workspace.read_text(arg)
         directory = workspace.directory()
-        result = await commands.run(name, args, directory)
+        try:
+            result = await commands.run(name, args, directory, project=workspace.root)
+        except CommandMissing as exc:
+            fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
+            raise
+        if result["timed_out"]:
+            fault(
+                ErrorCode.COMMAND_TIMEOUT,
+                f"{name} took longer than sandbox.commands.timeout_s="
+                f"{commands.settings.timeout_s}s",
+            )
         workspace.sync_from_directory()
         return result
 
@@ -67,6 +104,7 @@ def host_functions(
         "file_exists": file_exists,
         "node_info": node_info,
         "run_command": run_command,
+        "environment_error": environment_error,
         # Pure functions of their arguments: no workspace access, safe to share.
         "check_docstring": python_checks.check_docstring,
         "parse_docstring": python_checks.parse_docstring,

@@ -15,8 +15,13 @@ def node_info() -> dict[str, Any]:
     is_async; for classes bases."""
 
 async def run_command(name: str, args: list[str]) -> dict[str, Any]:
-    """Run an allow-listed program in the job's workspace directory. Returns command,
-    exit_code (None on timeout), timed_out, stdout, stderr, truncated."""
+    """Run an allow-listed program in the job's workspace directory, inside the OS sandbox.
+    Returns command, exit_code (None on timeout), timed_out, stdout, stderr, truncated. A
+    missing program or a timeout ends the job as an error (the model cannot repair it)."""
+
+def environment_error(message: str) -> None:
+    """Report that the environment, not the model, failed this tool (e.g. ruff could not read
+    the project's configuration): the job ends as an error once the script returns."""
 
 # Python source checks (tree-sitter on the host). Offsets are character offsets into the text
 # passed in; lines and columns are 1-based.
