@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from remora.atomic import writable, write_bytes_at
+from remora.discovery.walk import DEFAULT_EXCLUDES
 from remora.results import Change
 
 _NO_FOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -157,6 +158,11 @@ def _parts(file: str) -> tuple[tuple[str, ...], str]:
         raise _Refused("outside the project ('..' in the path)")
     if path.as_posix() != file or path.name in ("", "."):
         raise _Refused("not a normalised path inside the project")
+    # No agent writes version control, environments or caches; a tampered cache entry writing
+    # .git/hooks/pre-commit would run code at the user's next commit.
+    skipped = [part for part in path.parts[:-1] if part in DEFAULT_EXCLUDES]
+    if skipped:
+        raise _Refused(f"inside {skipped[0]}/, which agents never write")
     return path.parts[:-1], path.name
 
 

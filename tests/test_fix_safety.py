@@ -117,6 +117,18 @@ def test_a_change_with_a_path_that_is_not_normalised_is_refused(root: Path, name
     assert (root / "m.py").read_text() == (root / "pkg" / "m.py").read_text() == OLD
 
 
+@pytest.mark.parametrize("name", [".git/hooks/pre-commit", ".venv/bin/activate", "a/.git/config"])
+def test_a_change_inside_version_control_or_an_environment_is_refused(
+    root: Path, name: str
+) -> None:
+    """A tampered cache entry must not plant a git hook that runs at the next commit."""
+    report = apply_changes([untrusted(name, None)], root)
+    assert report.applied == []
+    assert len(report.conflicts) == 1
+    assert "which agents never write" in report.conflicts[0]
+    assert not (root / name).exists()
+
+
 def test_a_file_swapped_for_a_symlink_to_an_outside_file_is_not_written_through(
     root: Path, outside: Path
 ) -> None:

@@ -1,0 +1,381 @@
+"""Honest outcomes: a job succeeds only when a tool verified its work, environment failures are
+errors, requirements are checked before any model request, Remora writes the summary (real
+ruff, real pytest, real Monty, the scripted model over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remora.cli import main
+from remora.models.scripted import ScriptedModelServer, tool_call
+from tests.conftest import write_files
+
+DEMO = Path(__file__).parent.parent / "examples" / "demo"
+SUBMIT = tool_call("submit_result", {"summary": "One sentence on what was fixed and what remains."})
+
+
+@pytest.fixture
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    copy = tmp_path / "demo"
+    shutil.copytree(DEMO, copy)
+    monkeypatch.chdir(copy)
+    return copy
+
+
+def analyze(
+    capsys: pytest.CaptureFixture[str], rule: Any, *args: str
+) -> tuple[int, dict[str, Any], str, int]:
+    with ScriptedModelServer(rule=rule) as server:
+        code = main(["analyze", *args, "--no-cache", "--base-url", server.base_url])
+        requests = len(server.requests)
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out.strip().startswith("{") else {"text": out}, err, requests
+
+
+def first_then_submit(tool: str, arguments: dict[str, Any]) -> Any:
+    def rule(body: dict[str, Any]) -> Any:
+        called = any(m["role"] == "tool" for m in body["messages"])
+        return SUBMIT if called else tool_call(tool, arguments)
+
+    return rule
+
+
+def by_qualname(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["node"]["qualified_name"]: r for r in report["results"]}
+
+
+# --- requirements --------------------------------------------------------------------------
+
+
+def test_a_missing_program_stops_the_run_before_any_model_request(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = write_files(
+        tmp_path / "needs",
+        {
+            "agent.yaml": """\
+                name: needs
+                description: Needs a program nobody has.
+                requires: {programs: [remora-no-such-program], python_modules: [no_such_mod_xyz]}
+                system_prompt: x
+                node_context: x
+                done_when: [x]
+                submit_result: {inputs: {}}
+                """
+        },
+    )
+    code, _, err, requests = analyze(
+        capsys,
+        first_then_submit("x", {}),
+        "inventory",
+        "-c",
+        f"agents.needs.definition={agent / 'agent.yaml'}",
+        "-c",
+        "sandbox.commands.allowed=[ruff,pytest,remora-no-such-program]",
+        "-c",
+        "sandbox.commands.python_modules=[ruff,pytest,no_such_mod_xyz]",
+    )
+    assert code == 2
+    assert requests == 0
+    assert "agent needs: program remora-no-such-program is not installed" in err
+    assert "-m pip install remora-no-such-program" in err
+    assert "agent needs: python module no_such_mod_xyz is not installed" in err
+    assert "nothing was analysed" in err
+    assert not (demo / "tests").exists()
+
+
+def test_ruff_not_available_to_the_lint_agent_stops_the_run(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err, requests = analyze(
+        capsys,
+        first_then_submit("run_ruff", {}),
+        "inventory",
+        "--agents",
+        "lint",
+        "-c",
+        "sandbox.commands.allowed=[pytest]",
+    )
+    assert (code, requests) == (2, 0)
+    assert "agent lint: program ruff is not allowed (add it to sandbox.commands.allowed)" in err
+
+
+def test_list_agents_shows_requirements_and_whether_they_are_met(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list-agents", "--format", "json", "--isolated"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["lint"]["requires"] == ["ruff"]
+    assert rows["test"]["requires"] == ["pytest"]
+    assert all(row["unmet"] == [] for row in rows.values())
+
+
+# --- verified outcomes, per bundled agent ---------------------------------------------------
+
+
+def test_lint_succeeds_when_ruff_ran_and_not_when_the_model_only_submits(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report, _, _ = analyze(
+        capsys,
+        first_then_submit("run_ruff", {}),
+        "inventory/stock.py",
+        "--agents",
+        "lint",
+        "--format",
+        "json",
+    )
+    assert code == 1  # ruff's findings
+    results = report["results"]
+    assert {f["rule"] for r in results for f in r["findings"]} == {"F401", "B006", "E722", "T201"}
+    assert {r["status"] for r in results} == {"success"}
+    assert {r["outcome"] for r in results} == {"checked"}
+    module = results[0]
+    assert module["summary"].startswith("ruff: ")
+    assert module["note"] is None  # the model copied the schema's description
+
+    code, report, _, _ = analyze(
+        capsys, lambda body: SUBMIT, "inventory/stock.py", "--agents", "lint", "--format", "json"
+    )
+    assert code == 1
+    for result in report["results"]:
+        assert result["status"] == "failed"
+        assert result["error"]["code"] == "not_done"
+        assert result["error"]["message"] == (
+            "submitted without a verified outcome (checked or fixed); no tool reported one"
+        )
+        assert result["summary"] == ""
+    assert report["summary"]["agents"]["lint"]["not_done"] == len(report["results"])
+
+
+def test_docstring_not_done_names_the_last_refusal(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def rule(body: dict[str, Any]) -> Any:
+        tools = [m for m in body["messages"] if m["role"] == "tool"]
+        if not tools:
+            return tool_call("write_docstring", {"summary": "Apply it."})
+        return tool_call("submit_result", {"summary": "Done.", "documented": True})
+
+    code, report, _, _ = analyze(
+        capsys,
+        rule,
+        "inventory/pricing.py",
+        "--agents",
+        "docstring",
+        "--format",
+        "json",
+    )
+    result = by_qualname(report)["apply_discount"]
+    assert result["status"] == "failed"
+    assert result["error"]["code"] == "not_done"
+    message = result["error"]["message"]
+    assert message.startswith("submitted without a verified outcome (written or updated or")
+    assert "1 tool refusal, last: write_docstring: " in message
+    assert "price" in message and "percent" in message
+    assert result["changes"] == []
+    assert code == 1
+
+
+def test_docstring_written_gets_remoras_summary(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def rule(body: dict[str, Any]) -> Any:
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return tool_call("submit_result", {"summary": "Wrote a docstring.", "documented": True})
+        return tool_call(
+            "write_docstring",
+            {
+                "summary": "Take a percentage off a price.",
+                "parameters": {"price": "The full price.", "percent": "How much to take off."},
+                "returns": "The reduced price.",
+            },
+        )
+
+    _, report, _, _ = analyze(
+        capsys, rule, "inventory/pricing.py", "--agents", "docstring", "--format", "json"
+    )
+    result = by_qualname(report)["apply_discount"]
+    assert result["status"] == "success", result["error"]
+    assert result["outcome"] == "written"
+    assert result["summary"] == "docstring written (google style, 2 parameters)"
+    assert result["note"] == "Wrote a docstring."
+    assert [c["file"] for c in result["changes"]] == ["inventory/pricing.py"]
+
+
+# --- environment failures are errors, not something for the model ---------------------------
+
+
+def test_a_broken_ruff_configuration_is_an_error_not_a_tool_result(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (demo / "ruff.toml").write_text("[lint]\nselect = ['NOT-A-RULE']\n")
+    code, report, err, _ = analyze(
+        capsys,
+        first_then_submit("run_ruff", {}),
+        "inventory/pricing.py",
+        "--agents",
+        "lint",
+        "--format",
+        "json",
+    )
+    assert code == 2
+    for result in report["results"]:
+        assert result["status"] == "error"
+        assert result["error"]["code"] == "tool_environment"
+        assert "ruff failed" in result["error"]["message"]
+    assert "tool_environment" in err
+
+
+def test_a_program_missing_at_run_time_errors_that_job_and_the_others_go_on(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An agent that runs a program it did not declare: the job errors, others finish."""
+    agent = write_files(
+        tmp_path / "sloppy",
+        {
+            "agent.yaml": """\
+                name: sloppy
+                description: Runs a program it does not declare.
+                node_types: [function]
+                system_prompt: x
+                node_context: "{{ node.qualified_name }}"
+                tools: [{script: tools/run.pym}]
+                done_when: [ran]
+                submit_result: {inputs: {summary: {type: string, description: Say it.}}}
+                """,
+            "tools/run.pym": (
+                '# /// remora-tool\n# description = "Run it."\n# ///\n'
+                'if node["name"] == "apply_discount":\n'
+                '    await run_command("remora-no-such-program", [])\n'
+                '{"outcome": "ran", "summary": "ran"}\n'
+            ),
+        },
+    )
+    code, report, _, _ = analyze(
+        capsys,
+        first_then_submit("run", {}),
+        "inventory/pricing.py",
+        "--format",
+        "json",
+        "--agents",
+        "sloppy",
+        "-c",
+        f"agents.sloppy.definition={agent / 'agent.yaml'}",
+        "-c",
+        "sandbox.commands.allowed=[ruff,pytest,remora-no-such-program]",
+    )
+    results = by_qualname(report)
+    assert code == 2
+    broken = results["apply_discount"]
+    assert broken["status"] == "error"
+    assert broken["error"]["code"] == "requirement_missing"
+    assert "'remora-no-such-program' is allowed but not installed" in broken["error"]["message"]
+    others = [r for name, r in results.items() if name != "apply_discount"]
+    assert others and {r["status"] for r in others} == {"success"}
+
+
+def test_the_closing_lines_say_per_agent_what_was_done(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report, _, _ = analyze(
+        capsys, first_then_submit("run_ruff", {}), "inventory/pricing.py", "--agents", "lint"
+    )
+    lines = report["text"].rstrip().splitlines()
+    assert code == 0
+    assert lines[-2] == "lint: 4 jobs, 4 checked, 0 not done"  # the module and 3 functions
+    assert lines[-1].startswith("4 nodes, 4 jobs: 4 success, 0 failed")
+
+
+SLOW_AGENT = """\
+name: slow
+description: Runs a slow model-written test.
+node_types: [function]
+system_prompt: x
+node_context: "{{ node.qualified_name }}"
+tools: [{script: tools/slow.pym}]
+done_when: [ran]
+submit_result: {inputs: {summary: {type: string, description: Say it.}}}
+"""
+SLOW_TOOL = (
+    '# /// remora-tool\n# description = "Run a slow test."\n# ///\n'
+    'write_file("test_slow.py", "import time\\n\\ndef test_slow():\\n    time.sleep(3)\\n")\n'
+    'await run_command("python", ["-m", "pytest", "-q", "test_slow.py"])\n'
+    '{"outcome": "ran", "summary": "ran"}\n'
+)
+
+
+def slow_agent(tmp_path: Path) -> Path:
+    folder = write_files(tmp_path / "slow", {"agent.yaml": SLOW_AGENT, "tools/slow.pym": SLOW_TOOL})
+    return folder / "agent.yaml"
+
+
+def test_a_command_timeout_is_an_error_whatever_the_script_reports(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report, _, _ = analyze(
+        capsys,
+        first_then_submit("slow", {}),
+        "inventory/pricing.py",
+        "--format",
+        "json",
+        "--agents",
+        "slow",
+        "-c",
+        f"agents.slow.definition={slow_agent(tmp_path)}",
+        "-c",
+        "sandbox.commands.timeout_s=0.5",
+    )
+    assert code == 2
+    for result in report["results"]:
+        assert result["status"] == "error"
+        assert result["error"]["code"] == "command_timeout"
+        assert "sandbox.commands.timeout_s=0.5" in result["error"]["message"]
+
+
+def test_a_sandbox_worker_that_dies_mid_call_is_an_error(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Monty worker is killed while its script waits on a command: `sandbox_crashed`."""
+
+    def kill_monty_workers() -> None:
+        for entry in os.listdir("/proc"):
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().split()
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if entry.isdigit() and int(stat[3]) == os.getpid() and b"monty" in cmdline:
+                os.kill(int(entry), signal.SIGKILL)
+
+    (demo / "one.py").write_text("def one():\n    return 1\n")
+    killer = threading.Timer(1.5, kill_monty_workers)
+    killer.start()
+    try:
+        code, report, _, _ = analyze(
+            capsys,
+            first_then_submit("slow", {}),
+            "one.py",
+            "--format",
+            "json",
+            "--agents",
+            "slow",
+            "-c",
+            f"agents.slow.definition={slow_agent(tmp_path)}",
+            "-c",
+            "concurrency=1",
+        )
+    finally:
+        killer.cancel()
+    (result,) = report["results"]
+    assert code == 2
+    assert result["status"] == "error"
+    assert result["error"]["code"] == "sandbox_crashed"
