@@ -2,13 +2,23 @@
 
 The key covers everything that can change the answer: the node (text, type, qualified name,
 file), the agent (definition file, tool scripts, options, limits, turn limit), the model and its
-sampling settings, and Remora's version. Only successful results are stored. Findings are stored
-relative to the node's first line so a hit still points at the right lines after the code moved.
-A result with changes carries whole-file edits, so it is reused only while the file is unchanged.
+sampling settings, Remora's version, and what the tools' programs read besides the node: the
+versions of the allowed programs (`sandbox.commands.allowed` and `python_modules`, asked once per
+run) and the content of their configuration files (`sandbox.commands.config_files`) in the
+node's folder and every folder above it up to the project root. Only successful results are
+stored. Findings are stored relative to the node's first line so a hit still points at the right
+lines after the code moved. A result with changes carries whole-file edits, so it is reused only
+while the file is unchanged.
 
-Entries are one JSON file each, written atomically (temporary file + rename), so two Remora
-processes can share a cache; a damaged entry is ignored. Reading an entry touches its mtime;
+Entries are one JSON file each, written atomically (temporary file + rename, never through a
+symlink), so two Remora processes can share a cache. An entry read back is untrusted data: one
+that is damaged, hand-edited into another shape (wrong types, a status other than success,
+findings on another file, a change whose path is absolute, contains `..` or enters `.git/`),
+not a regular file, or larger than the cache is a miss. Reading an entry touches its mtime;
 `evict()` removes the least recently used entries beyond the size limit.
+
+The cache never stops a run: a folder that cannot be written (read-only, full, replaced by a
+file) gives one warning and the rest of the run's results are simply not stored.
 """
 
 from __future__ import annotations
@@ -17,24 +27,40 @@ import contextlib
 import hashlib
 import json
 import os
+import platform
 import shutil
-from pathlib import Path
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from importlib import metadata
+from importlib.util import find_spec
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from pydantic import BaseModel, ValidationError
 
 from remora import __version__
 from remora.agents.definition import Agent
-from remora.atomic import write_text_atomic
-from remora.config import RemoraSettings
+from remora.atomic import write_bytes_at
+from remora.config import CommandSettings, RemoraSettings
+from remora.discovery.cache import layout_problem
 from remora.discovery.nodes import Node
+from remora.discovery.walk import DEFAULT_EXCLUDES
 from remora.results import Change, Finding, JobResult, JobStatus
+from remora.sandbox.commands import FIXED_ENV, PASSED_ENV
 
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
     "# This file is a cache directory tag created by Remora.\n"
     "# For information about cache directory tags, see https://bford.info/cachedir/\n"
 )
+GITIGNORE = "# Created by Remora.\n*\n"
 RESULTS = "results"
+VERSION_TIMEOUT_S = 10.0
+"""How long `PROGRAM --version` may take before the program is identified by its bytes."""
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_NEWLINES = ("\n", "\r\n", "\r")
 
 
 class CachedChange(BaseModel):
@@ -68,26 +94,50 @@ def agent_fingerprint(agent: Agent) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def warn_on_stderr(message: str) -> None:
+    print(f"remora: warning: {message}", file=sys.stderr)
+
+
 class ResultCache:
-    def __init__(self, directory: Path, settings: RemoraSettings, max_mb: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        settings: RemoraSettings,
+        max_mb: int,
+        *,
+        warn: Callable[[str], None] = warn_on_stderr,
+    ) -> None:
         self.directory = directory
         self.max_bytes = max_mb * 1024 * 1024
         self._sampling = settings.runner.model_dump(mode="json", exclude={"job_timeout"})
+        self._commands = settings.sandbox.commands
         self._agents: dict[str, str] = {}
+        self._programs: dict[str, str] | None = None
+        self._folders: dict[tuple[str, str], list[list[str]]] = {}
+        """Per (folder, root): [file, content hash] of the configuration files in the folder
+        and above it; read once per run, so that a job's lookup and its store agree."""
+        self._warn = warn
+        self._broken = False
         self.hits = 0
         self.stores = 0
 
     def prepare(self) -> None:
         """Create the directory, marked as a cache so backup tools and git skip it."""
-        (self.directory / RESULTS).mkdir(parents=True, exist_ok=True)
-        tag = self.directory / "CACHEDIR.TAG"
-        if not tag.exists():
-            write_text_atomic(tag, CACHEDIR_TAG)
-        ignore = self.directory / ".gitignore"
-        if not ignore.exists():
-            write_text_atomic(ignore, "# Created by Remora.\n*\n")
+        try:
+            (self.directory / RESULTS).mkdir(parents=True, exist_ok=True)
+            for name, content in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", GITIGNORE)):
+                if not os.path.lexists(self.directory / name):
+                    _write_entry(self.directory / name, content.encode())
+        except OSError as exc:
+            self._give_up(exc)
 
-    def key(self, agent: Agent, node: Node) -> str:
+    def programs(self) -> dict[str, str]:
+        """The versions of the programs tools may run; asked once per cache (once per run)."""
+        if self._programs is None:
+            self._programs = program_versions(self._commands)
+        return self._programs
+
+    def key(self, agent: Agent, node: Node, root: Path) -> str:
         if agent.name not in self._agents:
             self._agents[agent.name] = agent_fingerprint(agent)
         parts = [
@@ -98,6 +148,8 @@ class ResultCache:
             node.type.value,
             node.qualified_name,
             node.text,
+            self.programs(),
+            self._configuration(root, node.file),
         ]
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
@@ -105,15 +157,20 @@ class ResultCache:
         return self.directory / RESULTS / key[:2] / f"{key}.json"
 
     def get(self, agent: Agent, node: Node, root: Path) -> JobResult | None:
-        path = self._path(self.key(agent, node))
+        path = self._path(self.key(agent, node, root))
+        raw = _read_entry(path, self.max_bytes)
+        if raw is None:
+            return None  # missing, or not a regular file
         try:
-            cached = CachedResult.model_validate_json(path.read_bytes())
-        except (OSError, ValidationError, ValueError):
-            return None  # missing or damaged: a miss
+            cached = CachedResult.model_validate_json(raw, strict=True)
+        except (ValidationError, ValueError):
+            return None  # damaged: a miss
+        if not _trusted(cached, agent, node):
+            return None
         if cached.changes and cached.file_sha256 != _file_hash(root / node.file):
             return None
         with contextlib.suppress(OSError):
-            os.utime(path)  # recently used
+            os.utime(path, follow_symlinks=False)  # recently used
         result = cached.result.model_copy(deep=True)
         result.node = node
         result.cached = True
@@ -136,7 +193,8 @@ class ResultCache:
         return result
 
     def put(self, agent: Agent, result: JobResult, root: Path) -> None:
-        if result.status is not JobStatus.SUCCESS or result.cached:
+        """Store a successful result; never raises for the disk (a failure warns once)."""
+        if result.status is not JobStatus.SUCCESS or result.cached or self._broken:
             return
         offset = result.node.start_line - 1
         stored = result.model_copy(
@@ -168,29 +226,160 @@ class ResultCache:
             ],
             file_sha256=_file_hash(root / result.node.file) if result.changes else None,
         )
-        path = self._path(self.key(agent, result.node))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, cached.model_dump_json(), durable=False)
+        if not _trusted(cached, agent, result.node):
+            return  # it would never be answered from the cache
+        path = self._path(self.key(agent, result.node, root))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_entry(path, cached.model_dump_json().encode())
+        except OSError as exc:
+            self._give_up(exc)
+            return
         self.stores += 1
 
     def evict(self) -> int:
         """Remove least recently used entries until the cache fits its limit; returns how many."""
         entries = []
-        for path in (self.directory / RESULTS).glob("*/*.json"):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            entries.append((stat.st_mtime, stat.st_size, path))
+        try:
+            for path in (self.directory / RESULTS).glob("*/*.json"):
+                with contextlib.suppress(OSError):
+                    info = path.stat(follow_symlinks=False)
+                    entries.append((info.st_mtime, info.st_size, path))
+        except OSError:
+            return 0
         total = sum(size for _, size, _ in entries)
         removed = 0
         for _, size, path in sorted(entries):
             if total <= self.max_bytes:
                 break
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+                removed += 1
             total -= size
-            removed += 1
         return removed
+
+    def _give_up(self, exc: OSError) -> None:
+        """One warning, then no more writes this run: a folder that cannot be written now
+        (read-only, full, replaced by a file) would fail the same way for every job."""
+        if not self._broken:
+            self._broken = True
+            self._warn(
+                f"result cache not written to {self.directory}: {exc.strerror or exc}; "
+                "the run goes on, its results are not cached"
+            )
+
+    def _configuration(self, root: Path, file: str) -> list[list[str]]:
+        """[path, content hash] of every configuration file in the file's folder and above it,
+        up to `root` (to the filesystem root for a file outside the project)."""
+        top = os.path.abspath(root)
+        return self._folder(os.path.dirname(os.path.join(top, file)), top)
+
+    def _folder(self, folder: str, top: str) -> list[list[str]]:
+        known = self._folders.get((folder, top))
+        if known is not None:
+            return known
+        found = [
+            [_shown(os.path.join(folder, name), top), digest]
+            for name in self._commands.config_files
+            if (digest := _config_digest(os.path.join(folder, name))) is not None
+        ]
+        parent = os.path.dirname(folder)
+        if folder != top and parent != folder:
+            found += self._folder(parent, top)
+        self._folders[folder, top] = found
+        return found
+
+
+def cache_dir_problem(directory: Path) -> str | None:
+    """Why `directory` cannot hold Remora's caches (a file is in the way), or None. A folder
+    that does not exist yet is fine: it is created when the first result is stored."""
+    hint = "remove it, choose another folder with --cache-dir (cache_dir), or pass --no-cache"
+    if os.path.lexists(directory) and not directory.is_dir():
+        return f"cache folder {directory} exists and is not a folder: {hint}"
+    above = directory.parent
+    while not os.path.lexists(above) and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        return f"cache folder {directory} cannot be created: {above} is not a folder: {hint}"
+    results = directory / RESULTS
+    if os.path.lexists(results) and not results.is_dir():
+        return f"{results} (the result cache) is not a folder: {hint}"
+    return layout_problem(directory, hint)
+
+
+def program_versions(commands: CommandSettings) -> dict[str, str]:
+    """What identifies each program tools may run: `PROGRAM --version` for executables
+    (looked up as `run_command` does), the installed distribution's version for `python -m`
+    modules. Nothing machine-specific (no paths), so a cache restored in CI still answers."""
+    versions = {"python": platform.python_version()}
+    for name in commands.allowed:
+        if name != "python":  # run_command("python", ...) runs only the modules below
+            versions[name] = executable_version(find_executable(name))
+    for module in commands.python_modules:
+        versions[f"python -m {module}"] = module_version(module)
+    return versions
+
+
+def find_executable(name: str) -> str | None:
+    """Where `run_command(name, ...)` finds `name`: next to Remora's Python, then on PATH."""
+    return shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+
+
+def executable_version(path: str | None) -> str:
+    """`PROGRAM --version`, else (no answer) a hash of the program's bytes."""
+    if path is None:
+        return "not installed"
+    return _ask_version(path) or _content_hash(path)
+
+
+def _ask_version(path: str) -> str | None:
+    env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
+    with tempfile.TemporaryDirectory(prefix="remora-version-") as scratch:
+        env.update(FIXED_ENV, HOME=scratch)
+        try:
+            done = subprocess.run(
+                [path, "--version"],
+                cwd=scratch,  # not the project: its configuration is keyed separately
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=VERSION_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+    output = (done.stdout.strip() or done.stderr.strip()).decode("utf-8", "replace")
+    return output[:500] if done.returncode == 0 and output else None
+
+
+def _content_hash(path: str) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        return f"not readable: {exc.strerror}"
+    return f"sha256:{digest.hexdigest()}"
+
+
+def module_version(module: str) -> str:
+    top = module.partition(".")[0]
+    try:
+        return f"{module} {metadata.version(top)}"
+    except (metadata.PackageNotFoundError, ValueError):
+        pass
+    names = sorted(set(metadata.packages_distributions().get(top, [])))
+    if names:
+        versions = []
+        for name in names:
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                versions.append(f"{name} {metadata.version(name)}")
+        return ", ".join(versions)
+    try:
+        return "not installed" if find_spec(top) is None else "no version"
+    except (ImportError, ValueError):
+        return "not installed"
 
 
 def clean(directory: Path) -> bool:
@@ -203,6 +392,108 @@ def clean(directory: Path) -> bool:
         )
     shutil.rmtree(directory)
     return True
+
+
+def _trusted(cached: CachedResult, agent: Agent, node: Node) -> bool:
+    """Whether an entry has the shape `put` writes for this agent and node. Anything else was
+    damaged or edited by hand, and is not believed."""
+    result = cached.result
+    if result.status is not JobStatus.SUCCESS or result.error is not None or result.changes:
+        return False
+    if result.outcome not in agent.definition.done_when:
+        return False  # success is a verified outcome of this agent, nothing else
+    if result.agent != agent.name or result.workspace is not None:
+        return False
+    stored = result.node
+    if (stored.file, stored.type, stored.qualified_name) != (
+        node.file,
+        node.type,
+        node.qualified_name,
+    ):
+        return False
+    if any(finding.file != node.file for finding in result.findings):
+        return False
+    if cached.changes and not _is_sha256(cached.file_sha256):
+        return False
+    for item in cached.changes:
+        if not safe_relative_path(item.change.file) or item.newline not in _NEWLINES:
+            return False
+        if item.original_sha256 is not None and not _is_sha256(item.original_sha256):
+            return False
+    return True
+
+
+def safe_relative_path(file: str) -> bool:
+    """A plain relative POSIX path inside the project, outside the folders agents never write
+    (the rule `--fix` enforces again when it writes)."""
+    if not file or "\x00" in file or "\\" in file or PureWindowsPath(file).drive:
+        return False
+    path = PurePosixPath(file)
+    if path.is_absolute() or path.as_posix() != file or ".." in path.parts:
+        return False
+    if path.name in ("", "."):
+        return False
+    return not any(part in DEFAULT_EXCLUDES for part in path.parts[:-1])
+
+
+def _is_sha256(value: str | None) -> bool:
+    return (
+        value is not None and len(value) == 64 and all(char in "0123456789abcdef" for char in value)
+    )
+
+
+def _read_entry(path: Path, limit: int) -> bytes | None:
+    """The entry's bytes, or None: missing, a symlink, not a regular file, over `limit`."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write_entry(path: Path, data: bytes) -> None:
+    """Replace the entry (a symlink in its place is replaced, never followed)."""
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        write_bytes_at(folder, path.name, data, durable=False)
+    finally:
+        os.close(folder)
+
+
+def _config_digest(path: str) -> str | None:
+    """The content hash of a configuration file, None when there is none; a path that exists
+    but cannot be read counts as what it is, so that fixing it changes the key."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return f"not readable: {exc.strerror}"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"  # a folder, a FIFO: never opened (a FIFO would block)
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError as exc:
+        return f"not readable: {exc.strerror}"
+
+
+def _shown(path: str, top: str) -> str:
+    """A configuration file as the key records it: relative to the project root, so that a
+    cache restored on another machine (CI) still answers."""
+    relative = os.path.relpath(path, top)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return path
+    return Path(relative).as_posix()
 
 
 def _file_hash(path: Path) -> str | None:

@@ -24,7 +24,7 @@ from remora.agents.requirements import check_requirements, unmet
 from remora.apply import apply_changes, combined_patch
 from remora.atomic import output_problem, write_text_atomic
 from remora.baseline import Baseline
-from remora.cache import ResultCache, clean
+from remora.cache import ResultCache, cache_dir_problem, clean
 from remora.changed import ChangedLines, changed_lines, touches
 from remora.config import (
     LoadedSettings,
@@ -585,7 +585,10 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
             local_model = use_local_engine(loaded, agents)
         except ModelError as exc:
             return fail(exc.message)
-    found, root = discover(args.paths, None if args.no_cache else cache_dir(loaded))
+    cache_folder = None if args.no_cache else cache_dir(loaded)
+    if cache_folder is not None and (problem := cache_dir_problem(cache_folder)):
+        return fail(problem)  # before any work, not on the first write
+    found, root = discover(args.paths, cache_folder)
     events.emit(
         "discovery_done",
         files=len(found.files),
@@ -612,7 +615,9 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
         warn("no nodes matched the enabled agents (or the changed lines); nothing to analyse")
 
     cache = (
-        None if args.no_cache else ResultCache(cache_dir(loaded), settings, settings.cache_max_mb)
+        None
+        if cache_folder is None
+        else ResultCache(cache_folder, settings, settings.cache_max_mb, warn=warn)
     )
     known = {i: hit for i, (a, n) in enumerate(jobs) if cache and (hit := cache.get(a, n, root))}
     pending = [job for i, job in enumerate(jobs) if i not in known]

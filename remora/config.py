@@ -51,9 +51,18 @@ class ServerSettings(Section):
     model: str = "google/functiongemma-270m-it"
     """Served model name (or LoRA adapter name) used by agents without their own."""
     timeout: float = Field(default=60.0, gt=0)
-    """Seconds to wait for one model reply."""
+    """A no-progress timeout, in seconds: the longest wait to connect, to send the request, and,
+    once the reply has started, between two received bytes. A request the server has accepted
+    but not yet started to answer (queued behind others) is not an error: the wait for its
+    first byte, and slow but steady progress, are bounded only by `runner.job_timeout`, which
+    bounds the whole job. The one request outside a job, the `GET /models` check before any job
+    (and each request of `remora check-server`), must complete within `timeout` in total,
+    retries included."""
     retries: int = Field(default=3, ge=0, le=20)
-    """Retries with exponential backoff on connection errors, timeouts, 429 and 5xx."""
+    """Retries with exponential backoff on connection errors, no-progress timeouts, 429 and 5xx."""
+    max_reply_mb: int = Field(default=16, ge=1, le=4096)
+    """Largest reply body accepted, in MiB after decompression (chat replies, error bodies and
+    the model listing); a larger reply fails that request with `model_error`."""
 
     @property
     def base_urls(self) -> list[str]:
@@ -110,6 +119,15 @@ class SandboxLimits(Section):
     """Host function calls (read_file, run_command...) per call."""
 
 
+def _file_name(value: object) -> object:
+    """A plain file name (looked up in several folders), not a path."""
+    if isinstance(value, str) and (
+        value in ("", ".", "..") or any(char in value for char in "/\\\x00")
+    ):
+        raise ValueError(f"{value!r} is not a plain file name (no folder part)")
+    return value
+
+
 class CommandSettings(Section):
     """Programs tool scripts may run with run_command(), on the host, in the job's workspace."""
 
@@ -129,6 +147,23 @@ class CommandSettings(Section):
     (tests) then runs with your user's access: only for hosts where bubblewrap cannot run."""
     memory_mb: int = Field(default=2048, ge=64)
     """Address-space limit of each command, in MiB (isolation bwrap)."""
+    config_files: list[Annotated[str, BeforeValidator(_file_name)]] = Field(
+        default_factory=lambda: [
+            "pyproject.toml",
+            "ruff.toml",
+            ".ruff.toml",
+            "setup.cfg",
+            "tox.ini",
+            "pytest.ini",
+            ".pytest.ini",
+            "pytest.toml",
+            ".pytest.toml",
+            "conftest.py",
+        ]
+    )
+    """Configuration files the allowed programs read (plain file names). The content of each
+    one found in a node's folder or any folder above it, up to the project root, is part of the
+    result cache key, with the programs' versions: editing one re-runs the jobs it can affect."""
 
 
 class SandboxSettings(SandboxLimits):

@@ -104,6 +104,7 @@ def emit_finished(events: JobEvents, result: JobResult) -> None:
     events.emit(
         "job_finished",
         status=result.status.value,
+        outcome=result.outcome,
         turns=result.turns,
         findings=len(result.findings),
         changes=len(result.changes),

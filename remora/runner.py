@@ -16,6 +16,7 @@ from remora.agents.toolscript import SUBMIT_RESULT, Tool
 from remora.config import RunnerSettings
 from remora.discovery.nodes import Node
 from remora.events import NO_EVENTS, JobEvents
+from remora.protocol.completion import CompletionModel, CompletionRequest
 from remora.protocol.messages import (
     ChatModel,
     Message,
@@ -76,7 +77,7 @@ class FunctionGemmaRunner:
         self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
         self.workspace, self.profile, self.settings = workspace, profile, settings
         self.faults: list[JobError] = []
-        self.host = host_functions(workspace, node, commands, self.faults)
+        self.host = host_functions(workspace, node, commands, self.faults, self._complete)
         self.tools = {tool.name: tool for tool in agent.tools}
         self.validators = {tool.name: tool.validator for tool in agent.tools}
         self.validators[SUBMIT_RESULT] = agent.submit_validator
@@ -89,6 +90,10 @@ class FunctionGemmaRunner:
         self.verified: tuple[str, str] | None = None
         """The last outcome (name, Remora's summary) a tool verified that completes the job."""
         self.refusals: list[str] = []
+        self.completions = 0
+        self.finished = False
+        """A tool said nothing is left for the model to do: the job ends without its turn."""
+        self.final_reason = ""
         self.events = events or NO_EVENTS.for_job("", node.id, agent.name)
         self.use_grammar = profile.uses_grammar(settings.grammar)
 
@@ -102,7 +107,7 @@ class FunctionGemmaRunner:
         try:
             with anyio.fail_after(self.settings.job_timeout):
                 submitted = await self._turn_loop()
-            error = JobError(code=ErrorCode.NOT_DONE, message=self._not_done())
+            error = JobError(code=ErrorCode.NOT_DONE, message=self._not_done(submitted))
         except JobEnded as ended:
             error = ended.error
         except TimeoutError:
@@ -131,12 +136,14 @@ class FunctionGemmaRunner:
             error=error,
         )
 
-    async def _turn_loop(self) -> dict[str, Any]:
+    async def _turn_loop(self) -> dict[str, Any] | None:
+        """The submitted result; None when a tool said the job is finished (`final`)."""
         self.messages = [
             {"role": "system", "content": self.agent.definition.system_prompt},
             {"role": "user", "content": self.agent.render_context(self.node, self.workspace.root)},
         ]
-        while True:
+        await self._observe_first()
+        while not self._finished():
             self.turns += 1
             last_turn = self.turns >= self.agent.max_turns
             tools, tool_choice = self.profile.request_tools(self.agent, last_turn=last_turn)
@@ -147,6 +154,8 @@ class FunctionGemmaRunner:
                 submitted, problems = await self._dispatch(reply.tool_calls, offered)
                 if submitted is not None:
                     return submitted
+                if self._finished():
+                    break
             else:
                 problems = ["the reply contained no function call"]
                 next_is_last = self.turns + 1 >= self.agent.max_turns
@@ -160,6 +169,25 @@ class FunctionGemmaRunner:
                 )
             if problems:
                 self._count_repair(problems)
+        return None
+
+    async def _observe_first(self) -> None:
+        """The agent's observations: calls the runner makes before the model's first turn, in
+        the transcript as ordinary calls with their results (which also shows the model the
+        call format). Their findings and outcomes count like any tool's."""
+        calls = [
+            ToolCall(id=f"observe_{index}", name=name, arguments="{}")
+            for index, name in enumerate(self.agent.definition.observe)
+        ]
+        if not calls:
+            return
+        self.messages.append(ModelReply(tool_calls=calls).as_message())
+        for call in calls:
+            self.seen_calls.add((call.name, "{}"))  # the model repeating it is told so
+            outcome = await self._run_tool(self.tools[call.name], {})
+            self.messages.append(tool_message(call, outcome.content()))
+            if self._finished():
+                break
 
     async def _ask(self, tools: list[dict[str, Any]], tool_choice: ToolChoice) -> ModelReply:
         self.events.emit(
@@ -191,6 +219,24 @@ class FunctionGemmaRunner:
             payload=self.events.payload(reply.as_message()),
         )
         return reply
+
+    async def _complete(self, request: CompletionRequest) -> str:
+        """The `complete` host function: the job's model continues a text for a tool."""
+        if not isinstance(self.model, CompletionModel):
+            raise RuntimeError("complete: this model server does not offer completions")
+        started = time.perf_counter()
+        completion = await self.model.complete_text(model=self.agent.model, request=request)
+        self.usage.prompt_tokens += completion.usage.prompt_tokens
+        self.usage.completion_tokens += completion.usage.completion_tokens
+        self.completions += 1
+        self.events.emit(
+            "completion",
+            latency_s=time.perf_counter() - started,
+            prompt_tokens=completion.usage.prompt_tokens,
+            completion_tokens=completion.usage.completion_tokens,
+            payload=self.events.payload({"prompt": request.prompt, "text": completion.text}),
+        )
+        return completion.text
 
     def _count_repair(self, problems: list[str]) -> None:
         self.repairs += 1
@@ -264,8 +310,15 @@ class FunctionGemmaRunner:
         self.seen_calls.add(key)
         return arguments
 
-    def _not_done(self) -> str:
+    def _finished(self) -> bool:
+        """A tool said nothing is left for the model to do (a method: it changes under
+        awaits, which a type checker's narrowing of an attribute does not see)."""
+        return self.finished
+
+    def _not_done(self, submitted: dict[str, Any] | None) -> str:
         wanted = " or ".join(self.agent.definition.done_when)
+        if submitted is None:  # a tool ended the job without an outcome that completes it
+            return f"finished without a verified outcome ({wanted}): {self.final_reason}"
         if not self.refusals:
             return f"submitted without a verified outcome ({wanted}); no tool reported one"
         return (
@@ -288,6 +341,9 @@ class FunctionGemmaRunner:
             self.verified = (name, str(summary) if summary else f"{tool.name}: {name}")
         elif isinstance(value.get("problems"), list) and value["problems"]:
             self.refusals.append(f"{tool.name}: {'; '.join(map(str, value['problems']))}"[:300])
+        if value.get("final") is True:  # nothing is left for the model to do
+            self.finished = True
+            self.final_reason = f"{tool.name}: {summary or value.get('reason') or name}"[:300]
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
         try:

@@ -33,7 +33,7 @@ import openai
 from pydantic import SecretStr
 
 from remora.config import ServerSettings
-from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel
+from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel, error_text
 from remora.protocol.messages import Message, ModelError, ModelReply
 
 __all__ = [
@@ -151,7 +151,9 @@ async def check_server(
 
     `agent_models` maps agent name to the model (or adapter) it sends. The tool-call probes use
     `probe_model`, else the first agent model the server serves, else its first base model.
-    `request_timeout` bounds each request (no retries: a check should answer fast).
+    `request_timeout` bounds each request in total, from connecting to the last byte (no
+    retries: a check should answer fast; a server too busy to answer a probe in that time is
+    reported as such).
     """
     reports: list[_UrlReport | None] = [None] * len(base_urls)
 
@@ -303,35 +305,38 @@ class _Unreachable(Exception):
 
 
 async def _list_models(client: OpenAIChatModel) -> list[ServedModel]:
+    """`GET /models`, within the request timeout in total (`OpenAIChatModel.model_entries`)."""
     url = client.base_url
     try:
-        page = await client.client.models.list()
-    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        entries = await client.model_entries()
+    except ModelError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, openai.APIStatusError):
+            message = f"GET /models answered HTTP {cause.status_code}: {error_text(cause)}"
+            if cause.status_code in (401, 403):
+                fix = "set server.api_key (REMORA_SERVER__API_KEY) to the server's REMORA_API_KEY"
+            elif cause.status_code == 404:
+                fix = "the base URL should end in /v1, e.g. http://127.0.0.1:8000/v1"
+            else:
+                fix = "check the server log"
+            raise _Unreachable(message, fix) from exc
+        if isinstance(cause, openai.APIConnectionError):
+            raise _Unreachable(f"cannot reach {url} ({cause})", _START_FIX) from exc
+        if isinstance(cause, TimeoutError):
+            raise _Unreachable(
+                f"{url} did not complete GET /models within {client.timeout:g}s",
+                "check that the server is up and not stalled (its log); raise server.timeout",
+            ) from exc
         raise _Unreachable(
-            f"cannot reach {url} ({exc})",
-            "start the server (server/entrypoint.sh, or docker compose -f "
-            "server/docker-compose.yml up -d) and check the host, the port and the /v1 suffix",
-        ) from exc
-    except openai.APIStatusError as exc:
-        message = f"GET /models answered HTTP {exc.status_code}: {_error_text(exc)}"
-        if exc.status_code in (401, 403):
-            fix = "set server.api_key (REMORA_SERVER__API_KEY) to the server's REMORA_API_KEY"
-        elif exc.status_code == 404:
-            fix = "the base URL should end in /v1, e.g. http://127.0.0.1:8000/v1"
-        else:
-            fix = "check the server log"
-        raise _Unreachable(message, fix) from exc
-    except (openai.APIError, ValueError) as exc:
-        raise _Unreachable(
-            f"GET /models gave an unusable reply: {exc}",
+            f"GET /models gave an unusable reply: {cause or exc.message}",
             "check that the URL points at an OpenAI-compatible server (vLLM), ending in /v1",
         ) from exc
     models: list[ServedModel] = []
-    for item in page.data:
-        parent, root = getattr(item, "parent", None), getattr(item, "root", None)
+    for item in entries:
+        parent, root = item.get("parent"), item.get("root")
         models.append(
             ServedModel(
-                item.id,
+                str(item["id"]),
                 parent if isinstance(parent, str) and parent else None,
                 root if isinstance(root, str) and root else None,
             )
@@ -339,13 +344,10 @@ async def _list_models(client: OpenAIChatModel) -> list[ServedModel]:
     return models
 
 
-def _error_text(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and "message" in inner:
-            return str(inner["message"])
-    return str(exc.message)
+_START_FIX = (
+    "start the server (server/entrypoint.sh, or docker compose -f server/docker-compose.yml up "
+    "-d) and check the host, the port and the /v1 suffix"
+)
 
 
 def _describe(models: list[ServedModel]) -> str:
@@ -382,13 +384,22 @@ async def _probe(
     client: OpenAIChatModel, model: str, tool_choice: Literal["auto", "required"]
 ) -> _Probe:
     try:
-        reply = await client.complete(
-            model=model,
-            messages=PROBE_MESSAGES,
-            tools=[PROBE_TOOL],
-            tool_choice=tool_choice,
-            max_tokens=PROBE_MAX_TOKENS,
-            temperature=0.0,
+        # Outside any job, so bounded here in total: the client itself never gives up on a
+        # reply that has not started (a queue) or that keeps trickling in.
+        with anyio.fail_after(client.timeout):
+            reply = await client.complete(
+                model=model,
+                messages=PROBE_MESSAGES,
+                tools=[PROBE_TOOL],
+                tool_choice=tool_choice,
+                max_tokens=PROBE_MAX_TOKENS,
+                temperature=0.0,
+            )
+    except TimeoutError:
+        return _Probe(
+            False,
+            f"no complete reply within {client.timeout:g}s (the server is busy or stalled)",
+            "error",
         )
     except ModelError as exc:
         cause = exc.__cause__

@@ -10,6 +10,10 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
+MAX_EXPANDED_NODES = 100_000
+"""Most nodes a document may hold once its aliases are expanded. A configuration or an agent
+definition holds hundreds; nine levels of lists of nine aliases ("billion laughs") hold 9**9."""
+
 
 class UserInputError(Exception):
     """Bad input from the user (a config file, an agent definition, a flag): exit code 2.
@@ -32,13 +36,15 @@ class YamlFile:
             raise UserInputError(f"{path}: cannot read: {exc}") from exc
         try:
             root = yaml.compose(text, Loader=yaml.SafeLoader)
+            _check_nodes(path, root)  # before anything walks the data
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
             problem = getattr(exc, "problem", None) or str(exc)
             raise UserInputError(f"{where}: not valid YAML: {problem}") from exc
-        _refuse_duplicate_keys(path, root)
+        except RecursionError as exc:  # PyYAML composes and constructs recursively
+            raise UserInputError(f"{path}: refused: values nested too deeply") from exc
         return cls(path=path, data=data, _root=root)
 
     def line_of(self, loc: Sequence[str | int]) -> int | None:
@@ -66,25 +72,69 @@ class YamlFile:
         return f"{self.path}:{line}" if line else str(self.path)
 
 
-def _refuse_duplicate_keys(path: Path, root: yaml.Node | None) -> None:
-    """PyYAML keeps the last of two equal keys silently; a typo'd config must not."""
-    stack = [root] if root is not None else []
+def _check_nodes(path: Path, root: yaml.Node | None) -> None:
+    """Refuse duplicate keys, recursive aliases and alias bombs, visiting each node once.
+
+    Aliases make the composed document a graph in which one node may be reached many times
+    (9**9 times in a "billion laughs"); a walk along every path takes exponential time. Here
+    each node is visited once (depth first), its size once expanded is the sum of its
+    children's, and a document over `MAX_EXPANDED_NODES` is refused before anything reads it
+    (every later reader of the loaded data, pydantic included, would walk every path).
+    """
+    if root is None:
+        return
+    sizes: dict[int, int] = {}
+    """Nodes done: their size with every alias expanded."""
+    open_nodes: set[int] = set()
+    """Nodes whose children are being visited: the path from the root to the current node."""
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
-        node = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[str, int] = {}
-            for key, value in node.value:
-                line = key.start_mark.line + 1
-                if isinstance(key, yaml.ScalarNode):
-                    if key.value in seen:
-                        raise UserInputError(
-                            f"{path}:{line}: {key.value}: duplicate key "
-                            f"(first at line {seen[key.value]})"
-                        )
-                    seen[key.value] = line
-                stack.append(value)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            size = 1 + sum(sizes[id(child)] for child in _children(node))
+            if size > MAX_EXPANDED_NODES:
+                raise UserInputError(
+                    f"{path}:{node.start_mark.line + 1}: this value expands to more than "
+                    f"{MAX_EXPANDED_NODES:,} nodes through YAML aliases (*name); refused"
+                )
+            sizes[key] = size
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise UserInputError(
+                f"{path}:{node.start_mark.line + 1}: a YAML alias refers to a value that contains "
+                "it (a recursive alias); refused"
+            )
+        _refuse_duplicate_keys(path, node)
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _refuse_duplicate_keys(path: Path, node: yaml.Node) -> None:
+    """PyYAML keeps the last of two equal keys silently; a typo'd config must not."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict[str, int] = {}
+    for key, _ in node.value:
+        line = key.start_mark.line + 1
+        if isinstance(key, yaml.ScalarNode):
+            if key.value in seen:
+                raise UserInputError(
+                    f"{path}:{line}: {key.value}: duplicate key (first at line {seen[key.value]})"
+                )
+            seen[key.value] = line
 
 
 def format_loc(loc: Sequence[str | int]) -> str:

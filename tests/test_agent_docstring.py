@@ -88,10 +88,13 @@ EXTRA = {
 
 
 class DocstringWriter:
-    """A sensible model: inspect, write what inspect asks for, submit.
+    """A sensible model: after the runner's inspect_docstring, call write_docstring when it asks
+    for one, else submit; and, as the completion endpoint, continue the code as a base model
+    would: "Summary of NAME" after the opening quotes, "Description of PARAM" after an Args
+    entry, "description of the result" after "Returns: The".
 
-    `summary` overrides the summary it writes (to make it write something bad); `retry`
-    makes it write once more, with a plain summary, after a refused write.
+    `summary` overrides the greedy summary (to make it write something bad); `retry` makes the
+    tool's second, sampled draft a plain summary.
     """
 
     def __init__(self, summary: str | None = None, *, retry: bool = False) -> None:
@@ -102,40 +105,33 @@ class DocstringWriter:
     def __call__(self, body: dict[str, Any]) -> Reply:
         offered = [tool["function"]["name"] for tool in body["tools"]]
         messages = body["messages"]
-        qualname = re.search(r"`([^`]+)`", messages[1]["content"])
-        assert qualname is not None, messages[1]["content"]
         results = {m["name"]: json.loads(m["content"]) for m in messages if m["role"] == "tool"}
-        writes = sum(1 for m in messages if m["role"] == "tool" and m["name"] == "write_docstring")
-        inspected = results.get("inspect_docstring")
+        inspected = results["inspect_docstring"]  # the runner's observation, always first
         written = results.get("write_docstring", {}).get("written", False)
-        if offered == ["submit_result"]:
-            return self._submit(written)
-        if inspected is None:
-            return tool_call("inspect_docstring", {})
+        if offered == ["submit_result"] or "write_docstring" in results:
+            return self._submit()
         if inspected.get("status") not in ("missing", "outdated"):
-            return self._submit(inspected.get("status") == "ok")
-        if writes == 0:
-            return self._write(inspected["write_docstring"], qualname[1], self.summary)
-        if not written and self.retry and writes == 1:
-            return self._write(inspected["write_docstring"], qualname[1], None)
-        return self._submit(written)
+            return self._submit()
+        self.writes.append({})
+        return tool_call("write_docstring", {}) if not written else self._submit()
 
-    def _write(self, wanted: dict[str, Any], qualname: str, summary: str | None) -> Reply:
-        arguments: dict[str, Any] = {}
-        if "summary" in wanted:
-            arguments["summary"] = summary or f"Summary of {qualname}"
-        if "parameters" in wanted:
-            arguments["parameters"] = {
-                name: f"Description of {name.lstrip('*')}" for name in wanted["parameters"]
-            }
-        if "returns" in wanted:
-            arguments["returns"] = "Description of the result"
-        self.writes.append(arguments)
-        return tool_call("write_docstring", arguments)
+    def complete(self, body: dict[str, Any]) -> str:
+        prompt = body["prompt"]
+        if prompt.endswith('"""'):
+            if self.summary is not None and not (self.retry and body.get("temperature")):
+                return self.summary
+            names = re.findall(r"(?:def|class) ([A-Za-z_]\w*)", prompt)
+            return f"\n    Summary of {names[-1]}.\n    "
+        parameter = re.search(r"\n {8}\**(\w+):$", prompt)
+        if parameter:
+            return f" Description of {parameter[1]}.\n"
+        if prompt.endswith("The"):
+            return " description of the result.\n"
+        return ""
 
     @staticmethod
-    def _submit(documented: bool) -> Reply:
-        return tool_call("submit_result", {"summary": "Done.", "documented": documented})
+    def _submit() -> Reply:
+        return tool_call("submit_result", {"summary": "Done."})
 
 
 # --------------------------------------------------------------------------- helpers
@@ -159,7 +155,8 @@ def analyze(
     *args: str,
     capsys: pytest.CaptureFixture[str],
 ) -> tuple[int, dict[str, Any]]:
-    with ScriptedModelServer(rule=rule) as server:
+    completion = rule.complete if isinstance(rule, DocstringWriter) else None
+    with ScriptedModelServer(rule=rule, completion=completion) as server:
         command = ["analyze", ".", "--agents", "docstring", "--format", "json", "--no-cache"]
         code = main([*command, "--base-url", server.base_url, *args])
     out, err = capsys.readouterr()
@@ -204,7 +201,7 @@ EXPECTED_PRICE_DOCSTRING = {
             percent: Description of percent.
 
         Returns:
-            Description of the result.""",
+            The description of the result.""",
     "numpy": """\
         Summary of discounted.
 
@@ -218,18 +215,18 @@ EXPECTED_PRICE_DOCSTRING = {
         Returns
         -------
         float
-            Description of the result.""",
+            The description of the result.""",
     "sphinx": """\
         Summary of discounted.
 
         :param price: Description of price.
         :param percent: Description of percent.
-        :returns: Description of the result.""",
+        :returns: The description of the result.""",
 }
 EXPECTED_SHELF_ADD = {
     "google": '''\
     def add(self, name: str, count: int) -> None:
-        """Summary of Shelf.add.
+        """Summary of add.
 
         Args:
             name: Description of name.
@@ -239,7 +236,7 @@ EXPECTED_SHELF_ADD = {
 ''',
     "numpy": '''\
     def add(self, name: str, count: int) -> None:
-        """Summary of Shelf.add.
+        """Summary of add.
 
         Parameters
         ----------
@@ -252,7 +249,7 @@ EXPECTED_SHELF_ADD = {
 ''',
     "sphinx": '''\
     def add(self, name: str, count: int) -> None:
-        """Summary of Shelf.add.
+        """Summary of add.
 
         :param name: Description of name.
         :param count: Description of count.
@@ -354,18 +351,22 @@ def test_correct_and_private_definitions_are_left_alone(
         assert jobs[name]["status"] == "success"
         assert jobs[name]["changes"] == []
         assert jobs[name]["findings"] == []
-    assert jobs["styled/documented.py::restock"]["submitted"]["documented"] is True
+    # Finished by the runner's own inspection: no model request at all.
+    assert jobs["styled/documented.py::restock"]["outcome"] == "current"
+    assert jobs["styled/documented.py::_helper"]["outcome"] == "skipped"
+    assert jobs["styled/documented.py::restock"]["turns"] == 0
+    assert jobs["styled/documented.py::restock"]["submitted"] is None
     # The short docstring of the demo's parse_sku has no sections to disagree: it stays.
     assert jobs["inventory/pricing.py::parse_sku"]["changes"] == []
     # No write_docstring call for them: the model was told there is nothing to do.
     assert len(model.writes) == sum(1 for r in report["results"] if r["changes"])
 
 
-def test_triple_quotes_in_the_models_text_are_refused(
+def test_drafts_that_copy_code_are_refused(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = snapshot(demo)
-    model = DocstringWriter(summary='Return the """best""" price')
+    model = DocstringWriter(summary="return round(price, 2)")
     code, report = analyze(model, "--fix", capsys=capsys)
     assert code == 1  # the findings are still reported
     after = snapshot(demo)
@@ -373,16 +374,19 @@ def test_triple_quotes_in_the_models_text_are_refused(
     assert {name for name in after if after[name] != before[name]} == {"styled/outdated.py"}
     job = results_by_name(report)["styled/price.py::discounted"]
     assert job["changes"] == []
-    assert job["submitted"]["documented"] is False
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "not_done"
+    assert "summary: the draft 'Return round(price, 2).' copies code" in job["error"]["message"]
     assert [f["rule"] for f in job["findings"]] == ["DOC100"]
 
 
-def test_a_refused_write_can_be_retried(demo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = DocstringWriter(summary='Return the """best""" price', retry=True)
+def test_a_refused_draft_is_drafted_again(demo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The greedy draft copies code; the tool's second, sampled draft stands."""
+    model = DocstringWriter(summary="return round(price, 2)", retry=True)
     _, report = analyze(model, "--fix", capsys=capsys)
     job = results_by_name(report)["styled/price.py::discounted"]
-    assert job["submitted"]["documented"] is True
-    assert job["turns"] == 4
+    assert job["outcome"] == "written"
+    assert job["turns"] == 1  # write_docstring ended the job: no submit_result needed
     written = docstring_of(demo / "styled/price.py", "discounted")
     assert written is not None and written.startswith("Summary of discounted.\n")
 
@@ -411,7 +415,7 @@ def test_a_tool_that_breaks_indentation_is_stopped_by_the_check(
     assert after["styled/price.py"] == before["styled/price.py"]
     assert after["styled/shelf.py"] == before["styled/shelf.py"]
     price = results_by_name(report)["styled/price.py::discounted"]
-    assert price["submitted"]["documented"] is False
+    assert price["status"] == "failed" and price["error"]["code"] == "not_done"
 
 
 def test_fix_until_done_documents_the_whole_demo(
@@ -422,7 +426,8 @@ def test_fix_until_done_documents_the_whole_demo(
     before = snapshot(demo)
     for _ in range(10):
         current = snapshot(demo)
-        with ScriptedModelServer(rule=DocstringWriter()) as server:
+        model = DocstringWriter()
+        with ScriptedModelServer(rule=model, completion=model.complete) as server:
             main(["analyze", ".", "--agents", "docstring", "--fix", "--base-url", server.base_url])
         capsys.readouterr()
         if snapshot(demo) == current:

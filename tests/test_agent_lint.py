@@ -117,11 +117,12 @@ def test_safe_fixes_land_with_fix_and_unsafe_ones_need_the_flag(
 def test_the_projects_ruff_configuration_reaches_the_prompt(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # stock.py has a fixable problem (F401): the model is asked what to fix.
     with ScriptedModelServer(rule=sensible_linter(False)) as server:
         main(
             [
                 "analyze",
-                "inventory/pricing.py",
+                "inventory/stock.py",
                 "--agents",
                 "lint",
                 "--no-cache",

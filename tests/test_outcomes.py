@@ -121,66 +121,52 @@ def test_list_agents_shows_requirements_and_whether_they_are_met(
 # --- verified outcomes, per bundled agent ---------------------------------------------------
 
 
-def test_lint_succeeds_when_ruff_ran_and_not_when_the_model_only_submits(
+def test_lint_is_done_by_the_runners_ruff_run_not_by_the_models_words(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, report, _, _ = analyze(
-        capsys,
-        first_then_submit("run_ruff", {}),
-        "inventory/stock.py",
-        "--agents",
-        "lint",
-        "--format",
-        "json",
-    )
-    assert code == 1  # ruff's findings
-    results = report["results"]
-    assert {f["rule"] for r in results for f in r["findings"]} == {"F401", "B006", "E722", "T201"}
-    assert {r["status"] for r in results} == {"success"}
-    assert {r["outcome"] for r in results} == {"checked"}
-    module = results[0]
-    assert module["summary"].startswith("ruff: ")
-    assert module["note"] is None  # the model copied the schema's description
-
-    code, report, _, _ = analyze(
+    """run_ruff is the lint agent's observation: the runner makes it before the model's first
+    turn, so whatever the model says, ruff ran and its findings stand; the model is asked only
+    where ruff can fix something (F401 on the module), and its copied sentence is dropped."""
+    code, report, _, requests = analyze(
         capsys, lambda body: SUBMIT, "inventory/stock.py", "--agents", "lint", "--format", "json"
     )
-    assert code == 1
-    for result in report["results"]:
-        assert result["status"] == "failed"
-        assert result["error"]["code"] == "not_done"
-        assert result["error"]["message"] == (
-            "submitted without a verified outcome (checked or fixed); no tool reported one"
-        )
-        assert result["summary"] == ""
-    assert report["summary"]["agents"]["lint"]["not_done"] == len(report["results"])
+    assert code == 1  # ruff's findings
+    results = {r["node"]["qualified_name"]: r for r in report["results"]}
+    assert {f["rule"] for r in results.values() for f in r["findings"]} == {
+        "F401",
+        "B006",
+        "E722",
+        "T201",
+    }
+    assert {r["status"] for r in results.values()} == {"success"}
+    assert {r["outcome"] for r in results.values()} == {"checked"}
+    asked = [name for name, r in results.items() if r["turns"]]
+    assert asked == ["<module>"] and requests == 1
+    assert results["<module>"]["summary"] == "ruff: 1 problem (fixable: F401)"
+    assert results["<module>"]["note"] is None  # the model copied the schema's description
+    assert results["Stock.remove"]["summary"] == "ruff: 2 problems"
 
 
 def test_docstring_not_done_names_the_last_refusal(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def rule(body: dict[str, Any]) -> Any:
-        tools = [m for m in body["messages"] if m["role"] == "tool"]
-        if not tools:
-            return tool_call("write_docstring", {"summary": "Apply it."})
-        return tool_call("submit_result", {"summary": "Done.", "documented": True})
+        if any(m["role"] == "tool" and m["name"] == "write_docstring" for m in body["messages"]):
+            return SUBMIT
+        return tool_call("write_docstring", {})
 
-    code, report, _, _ = analyze(
-        capsys,
-        rule,
-        "inventory/pricing.py",
-        "--agents",
-        "docstring",
-        "--format",
-        "json",
-    )
+    with ScriptedModelServer(rule=rule, completion=lambda body: "It.") as server:
+        code = main(
+            ["analyze", "inventory/pricing.py", "--agents", "docstring", "--format", "json",
+             "--no-cache", "--base-url", server.base_url]
+        )  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
     result = by_qualname(report)["apply_discount"]
     assert result["status"] == "failed"
     assert result["error"]["code"] == "not_done"
     message = result["error"]["message"]
     assert message.startswith("submitted without a verified outcome (written or updated or")
-    assert "1 tool refusal, last: write_docstring: " in message
-    assert "price" in message and "percent" in message
+    assert "1 tool refusal, last: write_docstring: summary: the draft 'It.' is too short" in message
     assert result["changes"] == []
     assert code == 1
 
@@ -189,26 +175,36 @@ def test_docstring_written_gets_remoras_summary(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def rule(body: dict[str, Any]) -> Any:
-        if any(m["role"] == "tool" for m in body["messages"]):
-            return tool_call("submit_result", {"summary": "Wrote a docstring.", "documented": True})
-        return tool_call(
-            "write_docstring",
-            {
-                "summary": "Take a percentage off a price.",
-                "parameters": {"price": "The full price.", "percent": "How much to take off."},
-                "returns": "The reduced price.",
-            },
-        )
+        return tool_call("write_docstring", {})  # the tool ends the job: no submit needed
 
-    _, report, _, _ = analyze(
-        capsys, rule, "inventory/pricing.py", "--agents", "docstring", "--format", "json"
-    )
+    def complete(body: dict[str, Any]) -> str:
+        prompt = body["prompt"]
+        if prompt.endswith("price:"):
+            return " The full price.\n"
+        if prompt.endswith("percent:"):
+            return " How much to take off.\n"
+        if prompt.endswith("The"):
+            return " reduced price.\n"
+        return "\n    Take a percentage off a price.\n"
+
+    with ScriptedModelServer(rule=rule, completion=complete) as server:
+        main(
+            ["analyze", "inventory/pricing.py", "--agents", "docstring", "--format", "json",
+             "--no-cache", "--base-url", server.base_url]
+        )  # fmt: skip
+        completions = len(server.completion_requests)
+    report = json.loads(capsys.readouterr().out)
     result = by_qualname(report)["apply_discount"]
     assert result["status"] == "success", result["error"]
     assert result["outcome"] == "written"
     assert result["summary"] == "docstring written (google style, 2 parameters)"
-    assert result["note"] == "Wrote a docstring."
+    assert result["turns"] == 1 and result["submitted"] is None
     assert [c["file"] for c in result["changes"]] == ["inventory/pricing.py"]
+    assert "+        percent: How much to take off." in result["changes"][0]["diff"]
+    assert "+        The reduced price." in result["changes"][0]["diff"]
+    assert completions >= 4
+    # parse_sku's docstring is current: the runner's inspection ended it, no model request.
+    assert by_qualname(report)["parse_sku"]["turns"] == 0
 
 
 # --- environment failures are errors, not something for the model ---------------------------

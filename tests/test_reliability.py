@@ -141,16 +141,23 @@ def test_bursts_of_5xx_are_ridden_out_with_backoff(
     assert code == 0 and report["results"][0]["status"] == "success"
 
 
-def test_a_reply_slower_than_the_timeout(two: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_reply_that_never_starts_ends_at_the_job_timeout(
+    two: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No byte for 5 s: the server may be queueing the request, which server.timeout (a
+    no-progress timeout) does not end; runner.job_timeout does. Stalls after a reply started
+    are tests/test_server_faults.py's."""
     slow = DelayedReply(TextReply("late"), 5.0)
     with ScriptedModelServer(rule=per_node("alpha", slow)) as server:
         started = time.monotonic()
-        code, report, _ = run(two, capsys, server, "-c", "server.timeout=0.5")
+        code, report, _ = run(
+            two, capsys, server, "-c", "server.timeout=0.3", "-c", "runner.job_timeout=1.5"
+        )
         elapsed = time.monotonic() - started
     results = by_name(report)
-    assert code == 2 and elapsed < 5
-    assert results["alpha"]["error"]["code"] == "model_error"
-    assert "timed out" in results["alpha"]["error"]["message"].lower()
+    assert code == 1 and elapsed < 5
+    assert results["alpha"]["error"]["code"] == "time_limit"
+    assert "runner.job_timeout=1.5s" in results["alpha"]["error"]["message"]
     assert results["beta"]["status"] == "success"
 
 

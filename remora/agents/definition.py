@@ -82,6 +82,9 @@ class AgentDefinition(Strict):
     """The outcomes, reported by its tools (`{"outcome": NAME, "summary": ...}`), that complete
     a job: a job succeeds only when one of them was verified, never on the model's word."""
     requires: Requirements = Field(default_factory=Requirements)
+    observe: list[str] = Field(default_factory=list)
+    """Tools (without required inputs) the runner calls before the model's first turn. A
+    result with `"final": true` ends the job there: no model request at all."""
 
     @field_validator("node_context")
     @classmethod
@@ -134,8 +137,12 @@ class Agent(BaseModel):
         return jsonschema.Draft202012Validator({**schema, "additionalProperties": False})
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """Every tool in a fixed order, so the prompt prefix is identical for every job."""
-        return [tool.model_schema() for tool in self.tools] + [self.submit_schema()]
+        """The tools the model may call, in a fixed order, so the prompt prefix is identical for
+        every job: every tool but the observations (the runner made those; a repeat would only
+        be refused), then submit_result."""
+        observed = set(self.definition.observe)
+        offered = [tool.model_schema() for tool in self.tools if tool.name not in observed]
+        return [*offered, self.submit_schema()]
 
     def handles(self, node: Node) -> bool:
         return node.type in self.definition.node_types
@@ -192,10 +199,23 @@ def load_agent(
     """`limits` are the configuration's limit layers (the sandbox section, then the agent's
     section); they override the agent's own."""
     definition, document = load_definition(path)
+    tools = load_tools(definition, document)
+    by_name = {tool.name: tool for tool in tools}
+    for index, name in enumerate(definition.observe):
+        where = document.where(["observe", index])
+        if name not in by_name:
+            known = ", ".join(by_name) or "none"
+            raise UserInputError(f"{where}: observe: no tool {name!r}; the tools: {known}")
+        needed = [key for key, spec in by_name[name].header.inputs.items() if spec.required]
+        if needed:
+            raise UserInputError(
+                f"{where}: observe: {name} needs inputs ({', '.join(needed)}); the runner "
+                "calls observations without arguments"
+            )
     agent = Agent(
         definition=definition,
         source=path,
-        tools=load_tools(definition, document),
+        tools=tools,
         model=model,
         max_turns=max_turns or definition.max_turns,
         options={**definition.options, **(options or {})},

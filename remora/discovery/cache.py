@@ -14,8 +14,10 @@ format, tree-sitter and its Python grammar, and the extraction code itself, so t
 the first run of a new version removes the other versions' directories.
 
 Writes go to a temporary file in the entry's directory, renamed over the entry: a reader sees a
-whole entry or none, and two processes writing one entry write the same bytes. An entry that
-does not decode (truncated, garbage, wrong shape) is a miss, and is rewritten. Deleting the
+whole entry or none, and two processes writing one entry write the same bytes. An entry read
+back is untrusted data: one that does not decode (truncated, garbage, wrong shape, a field of the
+wrong type or out of range) or is not a regular file (a symlink, a FIFO) is a miss, and is
+rewritten. A cache that cannot be written gives one warning, never a failed run. Deleting the
 directory is always safe.
 
 Entries of files that changed are garbage. After a run that wrote entries, when the cache holds
@@ -32,6 +34,7 @@ import itertools
 import json
 import os
 import shutil
+import stat
 import time
 from functools import cache
 from importlib import metadata
@@ -56,6 +59,9 @@ CACHEDIR_TAG = (
 GITIGNORE = "# Created by Remora: everything here is a cache.\n*\n"
 
 _TYPES = {node_type.value: node_type for node_type in NodeType if node_type is not NodeType.FILE}
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
+"""Larger entries are not read (a file's definitions take a few KiB)."""
 
 
 def content_key(data: bytes) -> str:
@@ -104,10 +110,18 @@ class DefinitionCache:
     def get(self, key: str) -> list[Definition] | None:
         """The definitions stored for `key`, or None: missing, unreadable or damaged."""
         try:
-            with open(self._entry(key), "rb") as handle:
-                raw = handle.read()
+            fd = os.open(self._entry(key), _READ_FLAGS)
         except OSError:
             return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+                return None
+            raw = _read_all(fd, info.st_size)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         return decode_entry(raw, key)
 
     def put(self, key: str, definitions: list[Definition]) -> str | None:
@@ -190,8 +204,9 @@ def encode_entry(key: str, definitions: list[Definition]) -> bytes:
 def decode_entry(raw: bytes, key: str) -> list[Definition] | None:
     """The entry's definitions, or None when it is not a whole entry for `key`.
 
-    The checksum catches an entry cut short or overwritten with anything else, so the rows,
-    written by `encode_entry`, are only unpacked, not checked field by field.
+    The checksum catches an entry cut short or overwritten with anything else. It is no
+    signature (anyone can recompute it), so every field is checked too: a hand-made entry with
+    a string for a line, or lines out of order, is a miss rather than a crash or a bogus node.
     """
     checksum, _, body = raw.partition(b"\n")
     if checksum != _checksum(body):
@@ -201,15 +216,47 @@ def decode_entry(raw: bytes, key: str) -> list[Definition] | None:
         if entry["key"] != key:
             return None
         types = _TYPES
-        definitions: list[Definition] = [
-            (types[kind], name, qualified_name, start_line, column, end_line, start, end)
-            for kind, name, qualified_name, start_line, column, end_line, start, end in entry[
-                "definitions"
-            ]
-        ]
+        definitions: list[Definition] = []
+        for kind, name, qualified_name, start_line, column, end_line, start, end in entry[
+            "definitions"
+        ]:
+            if not (
+                type(name) is str
+                and type(qualified_name) is str
+                and type(start_line) is int
+                and type(column) is int
+                and type(end_line) is int
+                and type(start) is int
+                and type(end) is int
+                and 1 <= start_line <= end_line
+                and column >= 1
+                and 0 <= start <= end
+            ):
+                return None
+            definitions.append(
+                (types[kind], name, qualified_name, start_line, column, end_line, start, end)
+            )
     except (ValueError, KeyError, TypeError):  # not JSON, or not the shape written
         return None
     return definitions
+
+
+def layout_problem(cache_dir: Path, hint: str) -> str | None:
+    """Why the parse cache cannot live under `cache_dir` (a file where its folders go), or
+    None. Checked before a run, so that the run does not start to fail on its first write."""
+    for folder in (cache_dir / CACHE_SUBDIR, cache_dir / CACHE_SUBDIR / version_key()):
+        if os.path.lexists(folder) and not folder.is_dir():
+            return f"{folder} (the parse cache) is not a folder: {hint}"
+    return None
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """Up to EOF (one read, and one that finds the end, unless the file grew meanwhile)."""
+    chunks, total = [], 0
+    while total <= MAX_ENTRY_BYTES and (chunk := os.read(fd, max(size - total, 0) + 65536)):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def _checksum(body: bytes) -> bytes:

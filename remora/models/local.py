@@ -67,6 +67,7 @@ from remora.protocol.functiongemma import (
     parse_output,
     render_prompt,
 )
+from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.messages import Message, ModelError, ModelReply, ToolCall, ToolChoice
 from remora.results import Usage
 
@@ -236,6 +237,7 @@ class _Slot:
         temperature: float,
         seed: int,
         check_cancelled: Callable[[], None],
+        stops: Sequence[bytes] = (),
     ) -> _Generation:
         stats = EngineStats(generations=1, prompt_tokens=len(prompt))
         started = time.perf_counter()
@@ -257,7 +259,7 @@ class _Slot:
                 if grammar is not None:
                     self.llama.llama_sampler_accept(grammar, token)
                 out += self._piece(token)
-                cut = _stop_at(out, constrained=grammar is not None)
+                cut = _stop_at(out, constrained=grammar is not None, extra=stops)
                 if cut is not None:
                     del out[cut[0] :]
                     finish = cut[1]
@@ -409,9 +411,11 @@ class _Slot:
         return piece
 
 
-def _stop_at(out: bytes | bytearray, *, constrained: bool) -> tuple[int, str] | None:
+def _stop_at(
+    out: bytes | bytearray, *, constrained: bool, extra: Sequence[bytes] = ()
+) -> tuple[int, str] | None:
     """Where to cut the output and why, or None to go on. Checked after every token."""
-    for stop in _STOPS:
+    for stop in (*_STOPS, *extra):
         at = out.find(stop)
         if at != -1:
             return at, "stop"
@@ -502,7 +506,7 @@ class LocalChatModel:
         n_threads: int | None = None,
         slots: int = 1,
         seed: int = 0,
-        parallel_calls: bool = True,
+        parallel_calls: bool = False,
         extra_buffers: bool = False,
     ) -> None:
         if slots < 1:
@@ -644,6 +648,32 @@ class LocalChatModel:
             )
         return _reply(generation, first_id=_calls_so_far(messages))
 
+    async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
+        """A raw continuation of `request.prompt` (no chat template, no grammar). `model` is
+        ignored, as in `complete`."""
+        del model
+        await self.load()
+        async with self._order.turn(0):
+            generation = await anyio.to_thread.run_sync(
+                partial(
+                    self._generate_in_thread,
+                    "<bos>" + request.prompt,
+                    None,
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    stops=[stop.encode("utf-8") for stop in request.stop if stop],
+                ),
+                limiter=self._limiter,
+            )
+        return Completion(
+            text=generation.text,
+            finish="length" if generation.finish == "length" else "stop",
+            usage=Usage(
+                prompt_tokens=generation.prompt_tokens,
+                completion_tokens=generation.completion_tokens,
+            ),
+        )
+
     def grammar_for(
         self, tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice
     ) -> str | None:
@@ -662,7 +692,13 @@ class LocalChatModel:
         return gbnf_grammar(tools, tool_choice="required", parallel=self.parallel_calls)
 
     def _generate_in_thread(
-        self, prompt_text: str, grammar: str | None, *, max_tokens: int, temperature: float
+        self,
+        prompt_text: str,
+        grammar: str | None,
+        *,
+        max_tokens: int,
+        temperature: float,
+        stops: Sequence[bytes] = (),
     ) -> _Generation:
         try:
             # The limiter lets in no more threads than there are slots: one is idle, unless
@@ -685,6 +721,7 @@ class LocalChatModel:
                 temperature=temperature,
                 seed=self.seed,
                 check_cancelled=anyio.from_thread.check_cancelled,
+                stops=stops,
             )
         finally:
             self._idle.put(slot)

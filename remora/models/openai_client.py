@@ -1,23 +1,70 @@
-"""Any OpenAI-compatible chat-completions server (vLLM first) behind the ChatModel interface."""
+"""Any OpenAI-compatible chat-completions server (vLLM first) behind the ChatModel interface.
+
+A server's replies are untrusted, and so is its pace:
+
+- **No-progress timeout.** `server.timeout` bounds connecting, sending the request and, once a
+  reply has started (its first byte has arrived), every wait between two received bytes, in the
+  status line and headers as in the body (`_PacedStream`, under httpcore). The wait for the
+  first byte is not bounded here: a busy server queues requests, and a queue is not a fault. The
+  runner bounds the whole job (`runner.job_timeout`); the one request outside a job,
+  `GET /models`, is bounded in total (`model_entries`).
+- **Size cap.** Bodies are decompressed here (gzip or deflate, the encodings Remora asks for)
+  and refused past `server.max_reply_mb` of decompressed bytes, so a small compressed body
+  cannot unpack to gigabytes.
+- **Shape.** Bodies are parsed as plain JSON and checked field by field
+  (`remora.protocol.messages.parse_chat_reply`); a reply of the wrong shape is a `model_error`
+  saying what is wrong, never a crash.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import json
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import openai
 from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion
 
 from remora.config import ServerSettings
-from remora.protocol.messages import Message, ModelError, ModelReply, ToolCall, ToolChoice
-from remora.results import ErrorCode, Usage
+from remora.protocol.completion import Completion, CompletionRequest, parse_completion
+from remora.protocol.messages import (
+    MalformedReply,
+    Message,
+    ModelError,
+    ModelReply,
+    ToolChoice,
+    parse_chat_reply,
+    parse_model_list,
+)
+from remora.results import ErrorCode
+
+if TYPE_CHECKING:
+    import httpcore2 as httpcore
+    import httpx2 as httpx
+else:  # the HTTP library this openai release is built on: httpx2 (openai 3), else httpx
+    httpx = importlib.import_module(type(openai.DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0])
+    httpcore = importlib.import_module("httpcore2" if httpx.__name__ == "httpx2" else "httpcore")
 
 SERVER_DOCS = "docs/SERVER_SETUP.md"
+MIB = 1 << 20
+ACCEPT_ENCODING = "gzip, deflate"
+"""The only encodings asked for, and the only ones read (each decoded here, in bounded pieces)."""
+_DECODED_PIECE = 1 << 16
+"""Most bytes one step of decompression may produce."""
+
+
+class ReplyRefused(Exception):
+    """A reply body Remora will not read: too large, in an encoding it did not ask for, or with
+    corrupt compressed data. Raised while the body is read, so the OpenAI client neither retries
+    nor wraps it."""
 
 
 class OpenAIChatModel:
-    """Retries with exponential backoff (connection errors, timeouts, 429 honouring Retry-After,
-    5xx) are the OpenAI client's own; `server.retries` sets how many."""
+    """Retries with exponential backoff (connection errors, no-progress timeouts, 429 honouring
+    Retry-After, 5xx) are the OpenAI client's own; `server.retries` sets how many."""
 
     def __init__(self, settings: ServerSettings, *, connections: int = 64) -> None:
         """`connections`: how many requests may be in flight (the run's concurrency); the pool
@@ -25,15 +72,29 @@ class OpenAIChatModel:
         if len(settings.base_urls) != 1:
             raise ValueError("OpenAIChatModel needs exactly one server.base_url")
         self.base_url = settings.base_urls[0]
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+        self.timeout = settings.timeout
+        self.max_reply_mb = settings.max_reply_mb
+        limits = httpx.Limits(
             max_connections=max(connections, 1), max_keepalive_connections=max(connections, 1)
         )
+        http_client = openai.DefaultAsyncHttpxClient(
+            limits=limits,
+            headers={"Accept-Encoding": ACCEPT_ENCODING},
+            event_hooks={"response": [_ReplyGuard(settings.max_reply_mb * MIB)]},
+        )
+        self.paced = _pace(http_client, settings.timeout)
+        """Whether the no-progress timeout is in place (else: a plain read timeout, as httpx
+        has it, which also ends a request that waits in the server's queue)."""
         self.client = AsyncOpenAI(
             base_url=self.base_url,
             api_key=settings.api_key.get_secret_value() or "EMPTY",
-            timeout=settings.timeout,
+            # The read timeout is `_PacedStream`'s. The pool is this client's own (sized to the
+            # run's concurrency): waiting for a connection from it is a queue, not a fault.
+            timeout=httpx.Timeout(
+                settings.timeout, read=None if self.paced else settings.timeout, pool=None
+            ),
             max_retries=settings.retries,
-            http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+            http_client=http_client,
         )
 
     async def aclose(self) -> None:
@@ -41,21 +102,46 @@ class OpenAIChatModel:
 
     async def list_models(self) -> list[str]:
         """Ask the server once which models it serves; tells apart 'unreachable' from the rest."""
+        return [str(entry["id"]) for entry in await self.model_entries()]
+
+    async def model_entries(self) -> list[dict[str, Any]]:
+        """`GET /models`: the listed entries, each an object with a string `id`.
+
+        The whole listing, retries and backoff included, must end within `server.timeout`: it
+        runs before any job (outside `runner.job_timeout`), and a server answers it at once,
+        however busy its queue. Raises `ModelError`: `server_unreachable` when the server cannot
+        be reached, does not finish in time or answers an HTTP error (the `openai` error is the
+        `__cause__`), `model_error` for a body that is too large or of the wrong shape.
+        """
+        url = self.base_url
         try:
-            page = await self.client.models.list()
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            with anyio.fail_after(self.timeout):
+                data = await self._get_json("/models")
+        except TimeoutError as exc:
             raise ModelError(
-                f"cannot reach the model server at {self.base_url} ({exc}). Start one, or point "
-                f"Remora at one with --base-url or server.base_url; see {SERVER_DOCS}",
+                f"cannot reach the model server at {url}: GET /models did not complete within "
+                f"server.timeout={self.timeout:g}s. Check that it is up and answering; see "
+                f"{SERVER_DOCS}",
+                ErrorCode.SERVER_UNREACHABLE,
+            ) from exc
+        except openai.APIConnectionError as exc:  # APITimeoutError is one
+            raise ModelError(
+                f"cannot reach the model server at {url} ({_no_reply(exc)}). Start one, or "
+                f"point Remora at one with --base-url or server.base_url; see {SERVER_DOCS}",
                 ErrorCode.SERVER_UNREACHABLE,
             ) from exc
         except openai.APIStatusError as exc:
             raise ModelError(
-                f"the model server at {self.base_url} answered GET /models with HTTP "
-                f"{exc.status_code}: {_error_text(exc)}; see {SERVER_DOCS}",
+                f"the model server at {url} answered GET /models with HTTP "
+                f"{exc.status_code}: {error_text(exc)}; see {SERVER_DOCS}",
                 ErrorCode.SERVER_UNREACHABLE,
             ) from exc
-        return [model.id for model in page.data]
+        except (ReplyRefused, MalformedReply, openai.APIError) as exc:
+            raise ModelError(f"unusable reply from {url} to GET /models: {exc}") from exc
+        try:
+            return parse_model_list(data)
+        except MalformedReply as exc:
+            raise ModelError(f"malformed reply from {url} to GET /models: {exc}") from exc
 
     async def complete(
         self,
@@ -81,52 +167,252 @@ class OpenAIChatModel:
         if grammar:
             body["structured_outputs"] = {"grammar": grammar}
             body["skip_special_tokens"] = False
+        data = await self.post_json("/chat/completions", body)
+        try:
+            return parse_chat_reply(data)
+        except MalformedReply as exc:
+            raise ModelError(f"malformed reply from {self.base_url}: {exc}") from exc
+
+    async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
+        """POST /completions: the model (or adapter) continues `request.prompt`."""
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": request.prompt,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+        }
+        if request.stop:
+            body["stop"] = request.stop
+        data = await self.post_json("/completions", body)
+        try:
+            return parse_completion(data, request.stop)
+        except MalformedReply as exc:
+            raise ModelError(f"malformed reply from {self.base_url}: {exc}") from exc
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> object:
+        """POST `body` to `path` (e.g. "/chat/completions") with every guard of this module; the
+        reply as plain JSON, or `ModelError` (`model_error`) saying what went wrong."""
+        url = self.base_url
         try:
             # Posted as it is: the messages and schemas are plain JSON already, and the SDK's
             # per-request transform of typed params cost a quarter of the client's CPU. Its
             # retries, timeouts and errors still apply.
-            response = await self.client.post(
-                "/chat/completions", body=body, cast_to=ChatCompletion
-            )
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise ModelError(f"no reply from {self.base_url}: {exc}") from exc
+            response = await self.client.post(path, body=body, cast_to=httpx.Response)
+        except openai.APIConnectionError as exc:  # APITimeoutError is one
+            raise ModelError(f"no reply from {url}: {_no_reply(exc)}") from exc
         except openai.APIStatusError as exc:
-            raise ModelError(
-                f"{self.base_url} answered HTTP {exc.status_code}: {_error_text(exc)}"
-            ) from exc
-        except (openai.APIError, ValueError) as exc:  # e.g. a body that is not JSON
-            raise ModelError(f"unusable reply from {self.base_url}: {exc}") from exc
-        received: object = response
-        if isinstance(received, str | bytes):  # the client hands back bodies that are not JSON
-            raise ModelError(f"unusable reply from {self.base_url}: not JSON: {received[:120]!r}")
-        choices = getattr(response, "choices", None)
-        if not choices or choices[0].message is None:
-            raise ModelError(f"reply from {self.base_url} has no message (no choices)")
-        message = choices[0].message
-        calls = [
-            ToolCall(
-                id=call.id or f"call_{index}",
-                name=call.function.name or "",
-                arguments=call.function.arguments or "",
-            )
-            for index, call in enumerate(message.tool_calls or [])
-            if call.type == "function"
-        ]
-        usage = response.usage
-        return ModelReply(
-            content=message.content,
-            tool_calls=calls,
-            usage=Usage(
-                prompt_tokens=usage.prompt_tokens if usage else 0,
-                completion_tokens=usage.completion_tokens if usage else 0,
-            ),
-        )
+            raise ModelError(f"{url} answered HTTP {exc.status_code}: {error_text(exc)}") from exc
+        except (ReplyRefused, openai.APIError) as exc:
+            raise ModelError(f"unusable reply from {url}: {exc}") from exc
+        return _json_body(response, url)
+
+    async def _get_json(self, path: str) -> object:
+        response = await self.client.get(path, cast_to=httpx.Response)
+        try:
+            return json.loads(response.content)
+        except (ValueError, RecursionError) as exc:
+            raise MalformedReply(f"not JSON: {response.content[:120]!r}") from exc
 
 
-def _error_text(exc: openai.APIStatusError) -> str:
+def _json_body(response: httpx.Response, url: str) -> object:
+    try:
+        return json.loads(response.content)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
+        raise ModelError(
+            f"unusable reply from {url}: not JSON: {response.content[:120]!r}"
+        ) from exc
+
+
+def _no_reply(exc: openai.APIConnectionError) -> str:
+    """The OpenAI error's words, and what lay under them where they say more."""
+    cause = exc.__cause__
+    detail = str(cause) if cause is not None else ""
+    if isinstance(cause, httpx.ConnectTimeout):
+        detail = "timed out connecting (server.timeout)"
+    elif isinstance(cause, httpx.WriteTimeout):
+        detail = "timed out sending the request (server.timeout)"
+    text = str(exc)
+    return f"{text} ({detail})" if detail and detail not in text else text
+
+
+def error_text(exc: openai.APIStatusError) -> str:
+    """The server's own message from an error reply, else the client's."""
     body = exc.body
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and "message" in inner:
-            return str(inner["message"])
-    return str(exc.message)
+            return str(inner["message"])[:500]
+    return str(exc.message)[:500]
+
+
+# --------------------------------------------------------------------------- reading replies
+
+
+class _ReplyGuard:
+    """An httpx response hook (the headers have arrived): the body is then read through
+    `_CappedBody`, which decodes it and refuses it past the cap."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+
+    async def __call__(self, response: httpx.Response) -> None:
+        encodings = [
+            value.strip().lower()
+            for value in response.headers.get_list("content-encoding", split_commas=True)
+        ]
+        encodings = [value for value in encodings if value and value != "identity"]
+        if len(encodings) > 1 or (encodings and encodings[0] not in _DECODERS):
+            raise ReplyRefused(
+                f"the reply is in a Content-Encoding Remora did not ask for "
+                f"({', '.join(encodings)}; it asks for {ACCEPT_ENCODING})"
+            )
+        declared = response.headers.get("content-length", "")
+        if not encodings and declared.isdigit() and int(declared) > self.max_bytes:
+            raise ReplyRefused(_too_large(self.max_bytes))
+        inflater = _Inflater(encodings[0]) if encodings else None
+        if inflater is not None:  # decoded here: httpx must not decode it again
+            del response.headers["content-encoding"]
+            response.headers.pop("content-length", None)
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        response.stream = _CappedBody(stream, self.max_bytes, inflater)
+
+
+class _CappedBody(httpx.AsyncByteStream):
+    def __init__(self, raw: httpx.AsyncByteStream, max_bytes: int, inflater: _Inflater | None):
+        self._raw, self._max_bytes, self._inflater = raw, max_bytes, inflater
+        self._size = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._raw:
+            for piece in self._inflater.feed(chunk) if self._inflater else (chunk,):
+                yield self._count(piece)
+        if self._inflater is not None:
+            yield self._count(self._inflater.flush())
+
+    def _count(self, piece: bytes) -> bytes:
+        self._size += len(piece)
+        if self._size > self._max_bytes:
+            raise ReplyRefused(_too_large(self._max_bytes))
+        return piece
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
+def _too_large(max_bytes: int) -> str:
+    return (
+        f"the reply body is larger than server.max_reply_mb={max_bytes // MIB} "
+        f"({max_bytes // MIB} MiB after decompression)"
+    )
+
+
+_DECODERS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+
+
+class _Inflater:
+    """gzip or deflate, decompressed in pieces of at most `_DECODED_PIECE` bytes, so the size
+    cap is checked before more than a piece past it is ever held."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self._wbits = _DECODERS[encoding]
+        self._decompressor = zlib.decompressobj(self._wbits)
+        self._started = False
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        try:
+            piece = self._decompress(data)
+        except zlib.error:
+            if self._started or self.encoding != "deflate":
+                raise ReplyRefused(f"the reply's {self.encoding} data is corrupt") from None
+            # "deflate" is meant to be zlib-wrapped, but some servers send raw deflate.
+            self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
+            piece = self._decompress(data)
+        self._started = True
+        while piece:
+            yield piece
+            piece = self._decompress(self._decompressor.unconsumed_tail)
+
+    def flush(self) -> bytes:
+        try:
+            return self._decompressor.flush()
+        except zlib.error:
+            raise ReplyRefused(f"the reply's {self.encoding} data is corrupt") from None
+
+    def _decompress(self, data: bytes) -> bytes:
+        try:
+            return self._decompressor.decompress(data, _DECODED_PIECE)
+        except zlib.error:
+            if not self._started:
+                raise
+            raise ReplyRefused(f"the reply's {self.encoding} data is corrupt") from None
+
+
+# --------------------------------------------------------------------------- pacing
+
+
+def _pace(client: httpx.AsyncClient, stall: float) -> bool:
+    """Put `_PacedStream` under every connection pool of `client` (its own and those for
+    proxies from the environment). False where httpx keeps its pools differently from the
+    releases this was written for (then the caller keeps httpx's plain read timeout)."""
+    mounts: dict[Any, Any] = getattr(client, "_mounts", {})
+    transports = [getattr(client, "_transport", None), *mounts.values()]
+    pools: list[Any] = [getattr(transport, "_pool", None) for transport in transports if transport]
+    if not pools or not all(hasattr(pool, "_network_backend") for pool in pools):
+        return False
+    for pool in pools:
+        pool._network_backend = _PacedBackend(pool._network_backend, stall)
+    return True
+
+
+class _PacedBackend:
+    """httpcore's network backend, every connection it opens wrapped in a `_PacedStream`."""
+
+    def __init__(self, backend: Any, stall: float) -> None:
+        self._backend, self._stall = backend, stall
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> _PacedStream:
+        return _PacedStream(await self._backend.connect_tcp(*args, **kwargs), self._stall)
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _PacedStream:
+        return _PacedStream(await self._backend.connect_unix_socket(*args, **kwargs), self._stall)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+class _PacedStream:
+    """One connection. After a request is written, the wait for the reply's first byte is
+    unbounded (the server may be queueing it); every later read must bring a byte within
+    `stall` seconds, else httpcore's `ReadTimeout`, which the OpenAI client retries."""
+
+    def __init__(self, stream: Any, stall: float) -> None:
+        self._stream, self._stall = stream, stall
+        self._awaiting_reply = False
+
+    # httpcore's stream interface, `timeout` parameters included.
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        self._awaiting_reply = True
+        await self._stream.write(buffer, timeout=timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        if self._awaiting_reply:
+            data: bytes = await self._stream.read(max_bytes, timeout=None)
+            self._awaiting_reply = False
+            return data
+        with anyio.move_on_after(self._stall):
+            data = await self._stream.read(max_bytes, timeout=None)
+            return data
+        raise httpcore.ReadTimeout(
+            f"the reply stalled: no byte for {self._stall:g}s (server.timeout)"
+        )
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(self, *args: Any, **kwargs: Any) -> _PacedStream:
+        return _PacedStream(await self._stream.start_tls(*args, **kwargs), self._stall)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)

@@ -89,8 +89,9 @@ class LocalSettings(BaseModel):
     """Generations at once, each with its own copy of the context (weights are shared)."""
     seed: int = Field(default=0, ge=0)
     """Seed for sampling when runner.temperature > 0 (temperature 0 is greedy)."""
-    parallel_calls: bool = True
-    """Allow several calls in one reply (FunctionGemma was trained on parallel calls)."""
+    parallel_calls: bool = False
+    """Allow several calls in one reply. Off: a 270M model asked for several repeats its
+    write and submit_result until max_tokens; with one call the reply ends with its call."""
     extra_buffers: bool = False
     """llama.cpp's extra CPU buffer types (AMX, weight repacking); crashed on some VMs."""
     hf_repo: str = DEFAULT_HF_REPO

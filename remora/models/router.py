@@ -19,6 +19,9 @@
   replicas that is one retry. Replicas that are down are used only when every live one has
   been tried. Errors the server answered (HTTP 4xx/5xx after the client's own retries, unusable
   bodies) are raised as they are: another replica of the same model would answer the same.
+  A timeout here is `server.timeout`, a no-progress timeout: a replica that has accepted a
+  request but not started its reply (it is queueing it) is busy, not down, and is waited for
+  (the runner's `job_timeout` bounds the job); one whose reply stalls after it started is down.
 - **Model listing.** `list_models` asks every replica at once and returns the union. Replicas
   that cannot be reached are marked down; one that answers with a client error (a wrong API key
   or path) is left out until a later `list_models` succeeds. After a listing, a request goes
@@ -41,6 +44,7 @@ from typing import Any, Protocol
 import anyio
 import openai
 
+from remora.protocol.completion import Completion, CompletionModel, CompletionRequest
 from remora.protocol.messages import ChatModel, Message, ModelError, ModelReply, ToolChoice
 from remora.results import ErrorCode
 
@@ -63,7 +67,7 @@ MAX_AFFINITY_KEYS = 8192
 _CONNECTION_MESSAGE = "no reply from"
 
 
-class Replica(ChatModel, Protocol):
+class Replica(ChatModel, CompletionModel, Protocol):
     """One server: `OpenAIChatModel` (or another router)."""
 
     @property
@@ -75,7 +79,8 @@ class Replica(ChatModel, Protocol):
 
 
 def is_connection_error(error: ModelError) -> bool:
-    """Whether the replica gave no answer at all: refused or dropped connection, or timeout.
+    """Whether the replica gave no answer at all: refused or dropped connection, or a
+    no-progress timeout (no connection, or a reply that stalled after it started).
 
     `OpenAIChatModel` raises these (after its own retries) from `openai.APIConnectionError`
     (`APITimeoutError` is a subclass) with a message starting "no reply from"; a router raises
@@ -230,6 +235,31 @@ class ReplicaRouter:
                 slot.outstanding -= 1
             self._mark_up(slot)
             return reply
+
+    async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
+        """A completion from the least busy live replica serving `model` (rerouted like
+        `complete` when a replica is down)."""
+        keys = _affinity_keys(model, [{"role": "user", "content": request.prompt}])
+        tried: set[int] = set()
+        failures: list[ModelError] = []
+        while True:
+            slot = self._choose(model, keys, tried)
+            if slot is None:
+                raise self._no_replica(model, failures)
+            tried.add(slot.index)
+            slot.outstanding += 1
+            try:
+                completion = await slot.model.complete_text(model=model, request=request)
+            except ModelError as exc:
+                if len(self._slots) == 1 or not is_connection_error(exc):
+                    raise
+                self._mark_down(slot, exc)
+                failures.append(exc)
+                continue
+            finally:
+                slot.outstanding -= 1
+            self._mark_up(slot)
+            return completion
 
     async def list_models(self) -> list[str]:
         """Ask every replica at once. The union of what they serve, or `ModelError`

@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 SUBMIT_TOOL = "submit_result"
 DEFAULT_MODEL = "google/functiongemma-270m-it"
 """Served by default, so Remora's default server.model works against the scripted server."""
+DEFAULT_COMPLETION = "A scripted completion."
+"""What /v1/completions answers when a test gives no `completion` function."""
 SCRIPT_EXHAUSTED = "scripted model: script exhausted"
 _RECEIVE_SIZE = 65536
 _MAX_SCHEMA_DEPTH = 32
@@ -376,6 +378,7 @@ class ScriptedModelServer:
         port: int = 0,
         latency: float = 0.0,
         models: Sequence[str] = (DEFAULT_MODEL,),
+        completion: Callable[[dict[str, Any]], str] | None = None,
     ) -> None:
         if (script is None) == (rule is None):
             raise ValueError("give exactly one of script= or rule=")
@@ -386,6 +389,9 @@ class ScriptedModelServer:
         self.latency = latency
         self.models = list(models) or [DEFAULT_MODEL]
         self.requests: list[dict[str, Any]] = []
+        self.completion = completion or (lambda body: DEFAULT_COMPLETION)
+        """Answers POST /v1/completions: the continuation of `body["prompt"]`."""
+        self.completion_requests: list[dict[str, Any]] = []
         self.model_list_requests = 0
         self.connections = 0
         self.in_flight = 0
@@ -531,6 +537,8 @@ class ScriptedModelServer:
         path = request.target.decode("ascii", "replace").split("?", 1)[0].rstrip("/")
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
             return await self._chat(body)
+        if method == "POST" and path in ("/v1/completions", "/completions"):
+            return self._completion(body)
         if method == "GET" and path in ("/v1/models", "/models"):
             self.model_list_requests += 1
             data = [
@@ -539,6 +547,37 @@ class ScriptedModelServer:
             ]
             return _json_response(200, {"object": "list", "data": data})
         return _error_response(404, f"no route for {method} {path or '/'}")
+
+    # -- text completions
+
+    def _completion(self, raw_body: bytes) -> _Response:
+        try:
+            body = json.loads(raw_body)
+        except ValueError as exc:
+            return _error_response(400, f"request body is not valid JSON: {exc}")
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            return _error_response(400, "request body must be an object with a 'prompt' string")
+        self.completion_requests.append(body)
+        try:
+            text = self.completion(body)
+        except Exception as exc:
+            return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
+        stops = [stop for stop in body.get("stop") or [] if isinstance(stop, str) and stop]
+        cuts = [at for at in (text.find(stop) for stop in stops) if at != -1]
+        text = text[: min(cuts)] if cuts else text
+        payload = {
+            "id": f"cmpl-{next(self._completion_ids)}",
+            "object": "text_completion",
+            "created": 0,
+            "model": body.get("model", DEFAULT_MODEL),
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+            "usage": {
+                "prompt_tokens": len(body["prompt"]) // 4,
+                "completion_tokens": len(text) // 4 + 1,
+                "total_tokens": len(body["prompt"]) // 4 + len(text) // 4 + 1,
+            },
+        }
+        return _json_response(200, payload)
 
     # -- chat completions
 

@@ -69,5 +69,125 @@ class ChatModel(Protocol):
         ...
 
 
+class MalformedReply(ValueError):
+    """A reply that is JSON but not of the chat-completions shape; the message says what is
+    wrong, e.g. "choices[0].message.tool_calls[0].function.arguments is a list, not a string"."""
+
+
+def parse_chat_reply(data: object) -> ModelReply:
+    """A chat-completions reply body (parsed JSON), checked field by field.
+
+    Lenient only where servers differ harmlessly: a missing or null `content`, `tool_calls`,
+    call `id` (numbered instead), function `name` or `arguments` (empty), a missing call `type`
+    (a function), or `usage`; calls of another `type` are left out. Everything else of the
+    wrong shape raises `MalformedReply`.
+    """
+    body = _object(data, "the reply")
+    choices = body.get("choices")
+    if choices is None or choices == []:
+        raise MalformedReply("it has no message (no choices)")
+    if not isinstance(choices, list):
+        raise MalformedReply(f"choices is {_kind(choices)}, not a list")
+    choice = _object(choices[0], "choices[0]")
+    if choice.get("message") is None:
+        raise MalformedReply("it has no message (choices[0].message is null or missing)")
+    message = _object(choice["message"], "choices[0].message")
+    content = _text(message.get("content"), "choices[0].message.content")
+    raw_calls = message.get("tool_calls")
+    if raw_calls is None:
+        raw_calls = []
+    elif not isinstance(raw_calls, list):
+        raise MalformedReply(f"choices[0].message.tool_calls is {_kind(raw_calls)}, not a list")
+    calls: list[ToolCall] = []
+    for index, raw_call in enumerate(raw_calls):
+        where = f"choices[0].message.tool_calls[{index}]"
+        call = _object(raw_call, where)
+        kind = call.get("type", "function")
+        if kind is None:
+            kind = "function"
+        if not isinstance(kind, str):
+            raise MalformedReply(f"{where}.type is {_kind(kind)}, not a string")
+        if kind != "function":
+            continue  # not a function call: nothing Remora could run
+        call_id = _text(call.get("id"), f"{where}.id") or f"call_{index}"
+        if call.get("function") is None:
+            raise MalformedReply(f"{where}.function is null or missing")
+        function = _object(call["function"], f"{where}.function")
+        name = _text(function.get("name"), f"{where}.function.name") or ""
+        arguments = _text(function.get("arguments"), f"{where}.function.arguments") or ""
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+    return ModelReply(content=content, tool_calls=calls, usage=_usage(body.get("usage")))
+
+
+def parse_model_list(data: object) -> list[dict[str, Any]]:
+    """A `GET /models` reply body (parsed JSON): its entries, each an object with a non-empty
+    string `id`; `MalformedReply` otherwise."""
+    body = _object(data, "the model list")
+    entries = body.get("data")
+    if not isinstance(entries, list):
+        raise MalformedReply(f"data is {_kind(entries)}, not a list")
+    listed: list[dict[str, Any]] = []
+    for index, entry in enumerate(entries):
+        item = _object(entry, f"data[{index}]")
+        if not _text(item.get("id"), f"data[{index}].id"):
+            raise MalformedReply(f"data[{index}].id is null, missing or empty")
+        listed.append(item)
+    return listed
+
+
+def _object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise MalformedReply(f"{where} is {_kind(value)}, not an object")
+    return value
+
+
+def _text(value: object, where: str) -> str | None:
+    """A string, or None for null or missing. Lone surrogates (JSON allows `\\ud800`, UTF-8
+    does not) become U+FFFD, so the text can be sent back and written."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise MalformedReply(f"{where} is {_kind(value)}, not a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
+def _usage(value: object) -> Usage:
+    if value is None:
+        return Usage()
+    usage = _object(value, "usage")
+    counts: dict[str, int] = {}
+    for name in ("prompt_tokens", "completion_tokens"):
+        count = usage.get(name)
+        if count is None:
+            continue
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise MalformedReply(f"usage.{name} is {_kind(count)}, not a count")
+        counts[name] = count
+    return Usage(**counts)
+
+
+def _kind(value: object) -> str:
+    """What a JSON value is, in words, with a short excerpt."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int):
+        return f"an integer ({str(value)[:20]})"
+    if isinstance(value, float):
+        return f"a number ({value!r:.20})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
 def tool_message(call: ToolCall, content: str) -> Message:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}

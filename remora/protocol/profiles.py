@@ -60,12 +60,14 @@ PROFILES = {
 
 @lru_cache(maxsize=256)
 def _grammar(tools_json: str) -> str:
-    return gbnf_grammar(json.loads(tools_json), tool_choice="required")
+    # One call per reply: a 270M model asked for several repeats the write and submit_result
+    # until max_tokens; the reply ends where its one call ends.
+    return gbnf_grammar(json.loads(tools_json), tool_choice="required", parallel=False)
 
 
 def call_grammar(tools: list[dict[str, Any]]) -> str:
-    """A grammar admitting only well-formed native calls to `tools` (built once per tool set:
-    every job of an agent offers the same ones)."""
+    """A grammar admitting exactly one well-formed native call to one of `tools` (built once
+    per tool set: every job of an agent offers the same ones)."""
     return _grammar(json.dumps(tools, sort_keys=True))
 
 

@@ -4,13 +4,16 @@ confined to the job's workspace."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from remora.agents.toolscript import Tool
 from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
+from pydantic import ValidationError
+
+from remora.protocol.completion import CompletionRequest
 from remora.results import ErrorCode, JobError
 from remora.sandbox import python_checks
 from remora.sandbox.commands import CommandMissing, CommandRunner
@@ -30,8 +33,16 @@ def injected_context(
     return context
 
 
+Complete = Callable[[CompletionRequest], Awaitable[str]]
+"""The job's model continuing a text (protocol/completion.py)."""
+
+
 def host_functions(
-    workspace: Workspace, node: Node, commands: CommandRunner, faults: list[JobError] | None = None
+    workspace: Workspace,
+    node: Node,
+    commands: CommandRunner,
+    faults: list[JobError] | None = None,
+    completion: Complete | None = None,
 ) -> dict[str, Callable[..., Any]]:
     """Paths are relative to the project root; absolute paths and '..' escapes are refused.
 
@@ -55,6 +66,19 @@ def host_functions(
 
     def environment_error(message: str) -> None:
         fault(ErrorCode.TOOL_ENVIRONMENT, str(message)[:1000])
+
+    async def complete(
+        prompt: str, stop: list[str] | None = None, max_tokens: int = 64, temperature: float = 0.0
+    ) -> str:
+        if completion is None:
+            raise RuntimeError("complete: no model here (remora tool run has none)")
+        try:
+            request = CompletionRequest(
+                prompt=prompt, stop=stop or [], max_tokens=max_tokens, temperature=temperature
+            )
+        except ValidationError as exc:
+            raise ValueError(f"complete: {exc.errors()[0]['msg']}") from None
+        return await completion(request)
 
     def read_original(path: str) -> str | None:
         return workspace.original_text(_path(path))
@@ -105,6 +129,7 @@ def host_functions(
         "node_info": node_info,
         "run_command": run_command,
         "environment_error": environment_error,
+        "complete": complete,
         # Pure functions of their arguments: no workspace access, safe to share.
         "check_docstring": python_checks.check_docstring,
         "parse_docstring": python_checks.parse_docstring,

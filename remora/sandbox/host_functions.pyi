@@ -19,6 +19,15 @@ async def run_command(name: str, args: list[str]) -> dict[str, Any]:
     Returns command, exit_code (None on timeout), timed_out, stdout, stderr, truncated. A
     missing program or a timeout ends the job as an error (the model cannot repair it)."""
 
+async def complete(
+    prompt: str, stop: list[str] | None = None, max_tokens: int = 64, temperature: float = 0.0
+) -> str:
+    """The job's own model continues `prompt` (no chat template): up to `max_tokens` (at most
+    256), cut before the first of `stop`; greedy at temperature 0, else sampled (seeded). For
+    prose and values a base model writes well, e.g. a docstring after the function's source
+    and an opening triple quote. Verify the text before it counts: it may be empty, repeat
+    itself or copy the prompt."""
+
 def environment_error(message: str) -> None:
     """Report that the environment, not the model, failed this tool (e.g. ruff could not read
     the project's configuration): the job ends as an error once the script returns."""

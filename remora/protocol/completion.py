@@ -1,0 +1,76 @@
+"""Text completion: the job's own model continues a piece of text (a docstring after its
+opening quotes, a call after `assert f(`). The chat loop chooses actions; completion writes
+prose and values, which the tool verifies before anything counts.
+
+Base models continue code far better than they fill chat arguments (docs/WRITING_AGENTS.md,
+"Completion"): on vLLM this is `/v1/completions` with the agent's model or adapter, in the
+embedded engine a raw continuation of the prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from remora.protocol.messages import MalformedReply
+from remora.results import Usage
+
+MAX_COMPLETION_TOKENS = 256
+"""What one completion may ask for: prose and values are short; a run-on reply is not."""
+MAX_STOPS = 8
+
+
+class CompletionRequest(BaseModel):
+    prompt: str
+    stop: list[str] = Field(default_factory=list, max_length=MAX_STOPS)
+    """The continuation ends before the first of these (not included)."""
+    max_tokens: int = Field(default=64, ge=1, le=MAX_COMPLETION_TOKENS)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+
+
+class Completion(BaseModel):
+    text: str
+    finish: str = "stop"
+    """"stop" (a stop string or the model's end) or "length" (max_tokens)."""
+    usage: Usage = Field(default_factory=Usage)
+
+
+@runtime_checkable
+class CompletionModel(Protocol):
+    async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
+        """Continue `request.prompt` with `model` (the agent's model or adapter)."""
+        ...
+
+
+def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:
+    """`text` up to the first stop string, and whether one was found."""
+    cuts = [at for at in (text.find(stop) for stop in stops if stop) if at != -1]
+    return (text[: min(cuts)], True) if cuts else (text, False)
+
+
+def parse_completion(data: object, stops: list[str]) -> Completion:
+    """An OpenAI `/completions` reply as a Completion, or MalformedReply saying what is wrong.
+    The stop strings are applied again: a server may include them, or ignore them."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise MalformedReply("a completion reply needs a non-empty 'choices' list of objects")
+    text = choices[0].get("text")
+    if not isinstance(text, str):
+        raise MalformedReply("choices[0].text must be a string")
+    text, stopped = cut_at_stop(text, stops)
+    usage = data.get("usage") if isinstance(data, dict) else None
+    counts = usage if isinstance(usage, dict) else {}
+    finish = "stop" if stopped or choices[0].get("finish_reason") != "length" else "length"
+    return Completion(
+        text=text,
+        finish=finish,
+        usage=Usage(
+            prompt_tokens=_count(counts.get("prompt_tokens")),
+            completion_tokens=_count(counts.get("completion_tokens")),
+        ),
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
