@@ -362,9 +362,7 @@ def test_correct_and_private_definitions_are_left_alone(
     assert len(model.writes) == sum(1 for r in report["results"] if r["changes"])
 
 
-def test_drafts_that_copy_code_are_refused(
-    demo: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_drafts_that_copy_code_are_refused(demo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = snapshot(demo)
     model = DocstringWriter(summary="return round(price, 2)")
     code, report = analyze(model, "--fix", capsys=capsys)

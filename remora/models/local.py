@@ -58,6 +58,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
+from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.functiongemma import (
     END_FUNCTION_CALL,
     END_OF_TURN,
@@ -67,7 +68,6 @@ from remora.protocol.functiongemma import (
     parse_output,
     render_prompt,
 )
-from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.messages import Message, ModelError, ModelReply, ToolCall, ToolChoice
 from remora.results import Usage
 

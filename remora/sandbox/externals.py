@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from remora.agents.toolscript import Tool
 from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
-from pydantic import ValidationError
-
 from remora.protocol.completion import CompletionRequest
 from remora.results import ErrorCode, JobError
 from remora.sandbox import python_checks
