@@ -343,7 +343,9 @@ class FunctionGemmaRunner:
             self.refusals.append(f"{tool.name}: {'; '.join(map(str, value['problems']))}"[:300])
         if value.get("final") is True:  # nothing is left for the model to do
             self.finished = True
-            self.final_reason = f"{tool.name}: {summary or value.get('reason') or name}"[:300]
+            problems = "; ".join(map(str, value.get("problems") or []))
+            why = summary or value.get("reason") or problems or name
+            self.final_reason = f"{tool.name}: {why}"[:300]
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
         try:

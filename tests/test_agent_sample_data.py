@@ -1,6 +1,7 @@
-"""The bundled sample_data agent on a copy of the bundled example: a sensible scripted model
-that reads the schema, writes samples (fixing them when told they are invalid) and submits; the
-fixtures that land are checked with the real jsonschema."""
+"""The bundled sample_data agent on a copy of the bundled example: the scripted model calls
+write_samples after the runner's signature_schema, the scripted completion endpoint proposes the
+calls (as a base model continues `result = f(`), and the fixtures that land are checked with the
+real jsonschema."""
 
 from __future__ import annotations
 
@@ -19,14 +20,17 @@ from remora.models.scripted import ScriptedModelServer, tool_call
 AGENT = Path(__file__).parent.parent / "agents" / "sample_data"
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 
+TEMPERATURES = [0.0, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3]
+"""write_samples' drafts, in order: the n-th proposal below answers the n-th."""
 GOOD_SAMPLES = {
-    "apply_discount": ["apply_discount(price=100.0, percent=10.0)", "apply_discount(19.99, 0)"],
+    "apply_discount": ["price=100.0, percent=10.0)", "19.99, 0)"],
     "bulk_price": [
-        "bulk_price(unit_price=2.5, quantity=12)",
-        "bulk_price(unit_price=1.0, quantity=150, tiers={10: 5.0, 100: 12.5})",
-        '{"unit_price": 4, "quantity": 1, "tiers": null}',
+        "unit_price=2.5, quantity=12)",
+        "unit_price=1.0, quantity=150, tiers={10: 5.0, 100: 12.5})\n",
+        "4, 1, None)",
+        "4, 1, None)",  # the same again: kept once
     ],
-    "parse_sku": ['parse_sku(sku="BOLT-0042")', "parse_sku('NUT-7')"],
+    "parse_sku": ['sku="BOLT-0042")', "'NUT-7')"],
 }
 EXPECTED = {
     "apply_discount": [{"price": 100.0, "percent": 10.0}, {"price": 19.99, "percent": 0}],
@@ -45,34 +49,31 @@ def function_of(body: dict[str, Any]) -> str:
     return context.split("`")[1]
 
 
-def sensible_model(attempts: dict[str, list[list[str]]]) -> Callable[[dict[str, Any]], Any]:
-    """signature_schema; then write_samples with each attempt in turn until one is written;
-    then submit_result with the count."""
+def proposals(calls: dict[str, list[str]]) -> Callable[[dict[str, Any]], str]:
+    """The completion endpoint: the arguments proposed after `result = NAME(`, one per draft."""
 
-    def rule(body: dict[str, Any]) -> Any:
-        offered = {tool["function"]["name"] for tool in body["tools"]}
-        results = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
-        writes = results[1:]
-        planned = attempts.get(function_of(body), [])
-        if not results and "signature_schema" in offered:
-            return tool_call("signature_schema", {})
-        written = writes[-1].get("samples", 0) if writes else 0
-        if not written and len(writes) < len(planned) and "write_samples" in offered:
-            return tool_call("write_samples", {"samples": planned[len(writes)]})
-        return tool_call(
-            "submit_result", {"summary": f"{written} samples", "samples_written": written}
-        )
+    def complete(body: dict[str, Any]) -> str:
+        name = body["prompt"].rsplit("result = ", 1)[1].rstrip("(")
+        index = TEMPERATURES.index(body.get("temperature", 0.0))
+        proposed = calls.get(name, [])
+        return proposed[index] if index < len(proposed) else ""
 
-    return rule
+    return complete
+
+
+def calls_write_samples(body: dict[str, Any]) -> Any:
+    if any(m["role"] == "tool" and m["name"] == "write_samples" for m in body["messages"]):
+        return tool_call("submit_result", {"summary": "done"})
+    return tool_call("write_samples", {})
 
 
 def analyze(
     target: str,
-    attempts: dict[str, list[list[str]]],
+    calls: dict[str, list[str]],
     capsys: pytest.CaptureFixture[str],
     *flags: str,
 ) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
-    with ScriptedModelServer(rule=sensible_model(attempts)) as server:
+    with ScriptedModelServer(rule=calls_write_samples, completion=proposals(calls)) as server:
         code = main(
             [
                 "analyze",
@@ -116,15 +117,14 @@ def load_fixture(path: Path) -> dict[str, Any]:
 def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    attempts = {name: [samples] for name, samples in GOOD_SAMPLES.items()}
-    code, report, requests = analyze("inventory/pricing.py", attempts, capsys, "--fix")
+    code, report, requests = analyze("inventory/pricing.py", GOOD_SAMPLES, capsys, "--fix")
 
     results = by_function(report)
     assert set(results) == set(GOOD_SAMPLES)
     for name, result in results.items():
         assert result["status"] == "success", result["error"]
         assert [c["file"] for c in result["changes"]] == [f"fixtures/pricing_{name}.json"]
-        assert result["submitted"]["samples_written"] == len(GOOD_SAMPLES[name])
+        assert result["outcome"] == "written" and result["turns"] == 1
         assert result["findings"] == []  # every parameter is annotated with a JSON type
     assert code == 0
 
@@ -142,11 +142,12 @@ def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"unit_price": 1.0, "quantity": "many"}, schema)
 
-    # What the model was shown first: each parameter's JSON type and the sample format.
+    # What the model was shown first, from the runner's signature_schema: each parameter's
+    # JSON type and the sample format.
     first = next(
-        json.loads(body["messages"][-1]["content"])
+        json.loads(body["messages"][3]["content"])
         for body in requests
-        if function_of(body) == "bulk_price" and len(body["messages"]) == 4
+        if function_of(body) == "bulk_price"
     )
     assert first["sample_format"] == "bulk_price(unit_price=<number>, quantity=<integer>)"
     assert first["parameters"][2] == {
@@ -156,42 +157,31 @@ def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
     }
 
 
-def test_an_invalid_sample_gets_the_errors_and_no_file(
+def test_invalid_proposals_are_left_out_and_none_valid_is_not_done(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    attempts = {
-        # Only a wrong type: the model gives up after the error, nothing is written.
-        "apply_discount": [["apply_discount(price='cheap', percent=10)"]],
-        # A wrong type next to a good sample, then the fix: the fixed set lands.
-        "parse_sku": [["parse_sku('BOLT-0042')", "parse_sku(sku=42)"], ["parse_sku('BOLT-0042')"]],
+    calls = {
+        # Only wrong types: nothing is written, the job ends not done with jsonschema's errors.
+        "apply_discount": ["price='cheap', percent=10)", "1, 2, 3)"],
+        # A wrong type next to a good sample: the good one lands alone.
+        "parse_sku": ["sku=42)", "'BOLT-0042')"],
     }
-    code, report, requests = analyze("inventory/pricing.py", attempts, capsys, "--fix")
+    code, report, _ = analyze("inventory/pricing.py", calls, capsys, "--fix")
 
     results = by_function(report)
     rejected = results["apply_discount"]
-    # The model submitted, but no sample was written: not done, with the refusal.
     assert rejected["status"] == "failed"
     assert rejected["error"]["code"] == "not_done"
-    refusal = "write_samples: apply_discount(price='cheap', percent=10)"
-    assert refusal in rejected["error"]["message"]
-    assert rejected["changes"] == []
-    assert rejected["submitted"]["samples_written"] == 0
-    reply = next(
-        json.loads(body["messages"][-1]["content"])
-        for body in requests
-        if function_of(body) == "apply_discount" and len(body["messages"]) == 6
+    message = rejected["error"]["message"]
+    assert "write_samples: apply_discount(price='cheap', percent=10): price: 'cheap' is not of" in (
+        message
     )
-    assert reply["error"] == "1 of 1 samples do not fit the signature; nothing was written"
-    assert reply["invalid_samples"] == [
-        {
-            "sample": "apply_discount(price='cheap', percent=10)",
-            "errors": ['price: expected number, got "cheap"'],
-        }
-    ]
+    assert "apply_discount(1, 2, 3): apply_discount() takes 2 positional arguments" in message
+    assert rejected["changes"] == [] and rejected["turns"] == 1
     assert not (demo / "fixtures" / "pricing_apply_discount.json").exists()
 
     fixed = results["parse_sku"]
-    assert fixed["turns"] == 4
+    assert fixed["status"] == "success"
     assert [c["file"] for c in fixed["changes"]] == ["fixtures/pricing_parse_sku.json"]
     assert load_fixture(demo / "fixtures" / "pricing_parse_sku.json")["samples"] == [
         {"sku": "BOLT-0042"}
@@ -224,8 +214,8 @@ def test_schema_for_richer_signatures(
         "{'any': 1}, 'e', 7, 8, dry=True, cost=2.5)"
     )
     invalid = "place(['1'], {'a': 1}, [1, 2, 3], mode='z', tags=['t', 't'], dry=1, cost='s')"
-    attempts = {"place": [[invalid], [good, "place(ids=[], prices={}, pair=[0, ''])"]]}
-    code, report, requests = analyze("project", attempts, capsys, "--fix")
+    calls = {"place": [invalid[6:], good[6:], "ids=[], prices={}, pair=[0, ''])"]}
+    code, report, _ = analyze("project", calls, capsys, "--fix")
 
     (result,) = report["results"]
     assert [c["file"] for c in result["changes"]] == ["project/fixtures/orders_place.json"]
@@ -253,21 +243,9 @@ def test_schema_for_richer_signatures(
     assert schema["properties"]["mode"]["enum"] == ["fast", "slow", 3]
     assert schema["properties"]["tags"]["uniqueItems"] is True
 
-    errors = next(
-        json.loads(body["messages"][-1]["content"])
-        for body in requests
-        if len(body["messages"]) == 6
-    )["invalid_samples"][0]["errors"]
-    assert errors == [
-        'ids[0]: expected integer, got "1"',
-        "prices.a: expected array, got 1",
-        "pair[1]: expected string, got 2",
-        "pair: expected 2 items, got 3",
-        'mode: "z" is not one of ["fast", "slow", 3]',
-        "tags: items must be unique",
-        "dry: expected boolean, got 1",
-        'cost: expected number, got "s"',
-    ]
+    # The invalid proposal was left out; the fixture holds the two that fit.
+    assert len(document["samples"]) == 2
+    assert document["samples"][1] == {"ids": [], "prices": {}, "pair": [0, ""]}
     # The real jsonschema agrees that the rejected sample is invalid, for every one of them.
     wrong = {
         "ids": ["1"],

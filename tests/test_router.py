@@ -212,21 +212,6 @@ async def test_a_replica_stopped_mid_run_hands_its_jobs_to_the_live_one() -> Non
         assert len(users_seen(live)) == 16
 
 
-async def test_a_timeout_counts_as_a_connection_failure() -> None:
-    def slow(body: dict[str, Any]) -> Any:
-        return DelayedReply(TextReply("late"), 2.0)
-
-    with ScriptedModelServer(rule=slow) as stuck, servers(1) as (live,):
-        router = ReplicaRouter([client(stuck.base_url, timeout=0.3), client(live.base_url)])
-        try:
-            reply = await ask(router, [{"role": "user", "content": "hi"}])
-        finally:
-            await router.aclose()
-        assert reply.content == "turn 1"
-        assert router.stats()[0].down
-        assert len(live.requests) == 1
-
-
 async def test_http_errors_are_not_retried_on_another_replica() -> None:
     with (
         ScriptedModelServer(rule=lambda body: http_error(500, "boom")) as failing,

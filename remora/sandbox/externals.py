@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 from pydantic import ValidationError
 
 from remora.agents.toolscript import Tool
@@ -135,7 +136,22 @@ def host_functions(
         "parse_docstring": python_checks.parse_docstring,
         "render_docstring": python_checks.render_docstring,
         "compare_python": python_checks.compare_python,
+        "validate_json": validate_json,
     }
+
+
+def validate_json(value: object, schema: dict[str, Any]) -> list[str]:
+    """`value` against a JSON schema (Draft 2020-12) with the jsonschema library: one
+    `path: message` per error, [] when it is valid."""
+    try:
+        validator = jsonschema.Draft202012Validator(schema)
+        errors = sorted(validator.iter_errors(value), key=lambda error: list(error.path))
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"validate_json: not a valid schema: {exc.message}") from None
+    return [
+        f"{'.'.join(str(part) for part in error.absolute_path) or 'value'}: {error.message}"
+        for error in errors
+    ]
 
 
 def _path(path: object) -> str:

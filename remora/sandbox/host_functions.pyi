@@ -63,3 +63,7 @@ def compare_python(before: str, after: str) -> dict[str, Any]:
     """Whether `after` is `before` with only docstrings changed: ok, problems, parses,
     same_code (the trees with docstrings removed are equal), changed_docstrings (their
     lines). New or changed docstrings must start their own line at the body's indentation."""
+
+def validate_json(value: Any, schema: dict[str, Any]) -> list[str]:
+    """`value` checked against a JSON schema (Draft 2020-12) by the jsonschema library: one
+    "path: message" per error, [] when valid."""

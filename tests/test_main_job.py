@@ -1,0 +1,145 @@
+"""The README's main job for real: the embedded engine (the packaged Gemma 3 270M GGUF) on the
+demo with every bundled agent. Whatever the model does, no job may report `success` without
+the outcome it names, checked here from the files (each success's changes applied alone to a
+fresh copy), from pytest and jsonschema, and from ruff's own output."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from remora.cli import main
+from tests.test_local_engine import needs_engine
+
+DEMO = Path(__file__).parent.parent / "examples" / "demo"
+PYTEST_QUIET = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
+
+
+def ruff_direct(root: Path) -> set[tuple[str, int, int, str]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--output-format", "json", "--exit-zero", "."],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        (
+            Path(p["filename"]).relative_to(root).as_posix(),
+            p["location"]["row"],
+            p["location"]["column"],
+            p["code"],
+        )
+        for p in json.loads(done.stdout)
+    }
+
+
+def definition(source: str, qualname: str) -> Any:
+    node: Any = ast.parse(source)
+    for part in qualname.split("."):
+        node = next(child for child in node.body if getattr(child, "name", None) == part)
+    return node
+
+
+@pytest.mark.local_engine
+@needs_engine
+def test_every_success_of_the_main_job_is_backed_by_its_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "demo"
+    shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns("__pycache__", ".remora_cache"))
+    monkeypatch.chdir(project)
+    code = main(["analyze", ".", "--engine", "local", "--no-cache", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)
+    results = report["results"]
+    assert {r["agent"] for r in results} == {"lint", "docstring", "test", "sample_data"}
+    assert all(r["status"] in ("success", "failed") for r in results), [
+        r["error"] for r in results if r["status"] == "error"
+    ]
+
+    # Lint: exactly ruff's findings, each once.
+    lint = {
+        (f["file"], f["line"], f["column"], f["rule"])
+        for r in results
+        if r["agent"] == "lint"
+        for f in r["findings"]
+    }
+    assert lint == ruff_direct(project)
+
+    # Every success: the outcome it names holds in the files, each job's diff applied alone.
+    successes = [r for r in results if r["status"] == "success"]
+    assert successes
+    assert sum(1 for r in results if r["agent"] == "docstring" and r["outcome"] == "written") >= 5
+    for result in successes:
+        assert result["summary"] and result["error"] is None
+        assert result["outcome"] in {
+            "checked",
+            "fixed",
+            "written",
+            "updated",
+            "current",
+            "skipped",
+            "tested",
+        }
+        agent, node = result["agent"], result["node"]
+        if agent == "docstring" and result["outcome"] in ("written", "updated"):
+            assert [c["file"] for c in result["changes"]] == [node["file"]]
+            patched = patch(project, result["changes"][0]["diff"], node["file"])
+            doc = ast.get_docstring(definition(patched, node["qualified_name"]))
+            assert doc and len(doc.split()) >= 2, result
+        if agent == "test" and result["outcome"] == "written":
+            (change,) = result["changes"]
+            test_file = project / change["file"]
+            test_file.parent.mkdir(exist_ok=True)
+            test_file.write_text(new_file_text(change["diff"]))
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", *PYTEST_QUIET, str(test_file)],
+                cwd=project,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert f"{node['name']}(" in test_file.read_text()
+            test_file.unlink()
+        if agent == "sample_data":
+            (change,) = result["changes"]
+            document = json.loads(new_file_text(change["diff"]))
+            assert document["samples"]
+            for sample in document["samples"]:
+                jsonschema.validate(sample, document["schema"])
+    # Nothing a success did not verify: failed jobs carry no changes.
+    assert all(r["changes"] == [] for r in results if r["status"] != "success")
+
+
+def new_file_text(diff: str) -> str:
+    """The content of a file a unified diff creates."""
+    lines = diff.splitlines(keepends=True)
+    return "".join(line[1:] for line in lines[3:] if line.startswith("+"))
+
+
+def patch(root: Path, diff: str, file: str) -> str:
+    """`file` with `diff` applied to a copy of `root`, by git apply."""
+    copy = root.parent / "patched"
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(root, copy)
+    done = subprocess.run(
+        ["git", "apply", "--unsafe-paths", "-"],
+        cwd=copy,
+        input=diff,
+        text=True,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return (copy / file).read_text()
