@@ -14,7 +14,9 @@ from remora.discovery.walk import DEFAULT_EXCLUDES
 from remora.results import Change
 
 # Created by tools that commands run; never part of a job's changes.
-IGNORED_OUTPUTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
+IGNORED_OUTPUTS = frozenset(
+    {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".remora-home", ".remora-tmp"}
+)
 
 
 class WorkspaceError(PermissionError):

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import anyio
 import pytest
 
 from remora.agents.definition import load_agent
@@ -271,3 +272,16 @@ def test_agent_templates_render_in_jinja2s_sandbox(tmp_path: Path) -> None:
 
     with pytest.raises(UserInputError, match="node_context: cannot render template"):
         load_agent(agent_dir / "agent.yaml", model="m")
+
+
+def test_a_project_that_holds_tmp_still_gets_a_private_home_and_tmp(tmp_path: Path) -> None:
+    """Analysed from /tmp itself, the project (read-only) covers the private /tmp: a command's
+    home and temporary folder live in its workspace instead, and nothing reaches the project."""
+    runner = CommandRunner(CommandSettings(allowed=["sh"]))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = 'echo x > "$HOME/f" && echo y > "$TMPDIR/g" && cat "$HOME/f" "$TMPDIR/g"'
+    result = anyio.run(lambda: runner.run("sh", ["-c", script], workspace, project=Path("/tmp")))
+    assert result["exit_code"] == 0, result["stderr"]
+    assert result["stdout"] == "x\ny\n"
+    assert sorted(p.name for p in workspace.iterdir()) == [".remora-home", ".remora-tmp"]

@@ -26,6 +26,9 @@ INSTALL_HINT = (
 )
 HIDDEN = ("/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm")
 """Folders replaced by empty private ones: sockets, other users' temporary files."""
+PRIVATE_HOME = ".remora-home"
+PRIVATE_TMP = ".remora-tmp"
+"""Folders in the workspace directory for a command's home and temporary files."""
 MAX_OPEN_FILES = 1024
 MAX_FILE_MB = 256
 
@@ -61,14 +64,18 @@ class Confinement:
         for needed in [*_needed_paths(argv), *(str(path.resolve()) for path in readable)]:
             wrapped += ["--ro-bind-try", needed, needed]
         wrapped += ["--bind", str(workspace), str(workspace)]
-        wrapped += ["--dir", "/tmp/home"]
+        # Home and temporary files inside the workspace, never synced back as changes: a
+        # project lying under /tmp is mounted read-only over the private /tmp.
+        private = {"HOME": str(workspace / PRIVATE_HOME), "TMPDIR": str(workspace / PRIVATE_TMP)}
+        for folder in private.values():
+            wrapped += ["--dir", folder]
         wrapped += [
             "--unshare-all",
             "--die-with-parent",
             "--new-session",
             "--clearenv",
         ]
-        for key, value in {**env, "HOME": "/tmp/home", "TMPDIR": "/tmp"}.items():
+        for key, value in {**env, **private}.items():
             wrapped += ["--setenv", key, value]
         wrapped += ["--chdir", str(workspace), "--"]
         prlimit = shutil.which("prlimit")
