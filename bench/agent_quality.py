@@ -6,7 +6,7 @@ from what the report says.
     python bench/agent_quality.py            # the corpus, then the README's demo (a few minutes)
     python bench/agent_quality.py --quick    # the corpus only, lint and docstring
 
-One `remora analyze --fix` per agent and project (lint, docstring, test, sample_data in turn).
+One `remora analyze --fix` per agent and project (lint, docstring, sample_data, test in turn).
 Measured: lint findings against ruff's own (recall and precision); missing docstrings written
 and sound (the definition has one, it names every parameter, no sentence copies code, not all
 alike); plain functions with a passing test file (pytest on the file that landed); successes
@@ -201,7 +201,7 @@ def main() -> int:
     common_arguments(parser)
     args = parser.parse_args()
     report = Report("agent_quality", args)
-    agents = "lint,docstring" if args.quick else "lint,docstring,test,sample_data"
+    agents = "lint,docstring" if args.quick else "lint,docstring,sample_data,test"
     with workdir("agent-quality") as folder:
         corpus = run_project("corpus", CORPUS, agents, report, folder)
         report.data["corpus"] = corpus

@@ -132,7 +132,7 @@ def test_characterization_tests_land_with_fix_and_pass_under_pytest(
         assert [f["rule"] for f in result["findings"]] == ["TST100"]
         assert result["turns"] == 1  # write_tests ended the job
     assert results["parse_sku"]["summary"] == (
-        "2 tests written and passing (tests/test_pricing_parse_sku.py)"
+        "5 tests written and passing (tests/test_pricing_parse_sku.py)"
     )
     assert code == 1  # the TST100 findings
     assert all(function_of(body) in CALLS for body in requests)
@@ -152,7 +152,7 @@ def test_characterization_tests_land_with_fix_and_pass_under_pytest(
     # The files that landed pass under the real pytest, run from outside the project.
     done = pytest_direct(demo / "tests", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "8 passed" in done.stdout
+    assert "17 passed" in done.stdout  # 8 proposed calls, 9 from the signatures
     # And they are clean under the project's own ruff configuration.
     ruff = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "tests"],
@@ -166,22 +166,26 @@ def test_characterization_tests_land_with_fix_and_pass_under_pytest(
 def test_calls_that_cannot_be_pinned_leave_the_job_not_done(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Wrong arity (TypeError pins nothing), code that is not a plain call, unclosed calls: the
-    tool runs nothing it should not, writes nothing, and the job ends not done at once."""
+    """Wrong arity (TypeError pins nothing), code that is not a plain call, unclosed calls, and
+    an annotation with no example values: the tool runs nothing it should not, writes nothing,
+    and the job ends not done at once."""
+    (demo / "inventory" / "odd.py").write_text(
+        'def odd(widget: "Widget") -> int:\n    return widget.size\n'
+    )
     calls = {
-        "parse_sku": [
+        "odd": [
             "1, 2, 3)",  # TypeError: not pinned
             "__import__('os').getcwd())",  # refused before running
             "open('x').read())",  # refused before running
             "'A-1'",  # never closed
         ]
     }
-    code, report, _ = analyze("inventory/pricing.py", calls, capsys, *FAST)
-    result = by_function(report)["parse_sku"]
+    code, report, _ = analyze("inventory/odd.py", calls, capsys, *FAST)
+    (result,) = report["results"]
     assert result["status"] == "failed"
     assert result["error"]["code"] == "not_done"
     assert (
-        "write_tests: no call of parse_sku could be pinned (tried: parse_sku(1, 2, 3)"
+        "write_tests: no call of odd could be pinned (tried: odd(1, 2, 3)"
         in (result["error"]["message"])
     )
     assert result["changes"] == []
@@ -213,7 +217,7 @@ def test_src_layout_in_a_subproject(
     assert "assert double(-3) == -6" in text
     done = pytest_direct(project / "tests", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout
+    assert "5 passed" in done.stdout  # 2 proposed calls, 3 from the signature
     assert code == 1
 
 
