@@ -15,8 +15,17 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-ORDER = ["orchestrator", "client_overhead", "discovery", "memory", "sandbox", "cache_second_run"]
+ORDER = [
+    "agent_quality",
+    "orchestrator",
+    "client_overhead",
+    "discovery",
+    "memory",
+    "sandbox",
+    "cache_second_run",
+]
 TITLES = {
+    "agent_quality": 'Agent quality with the real model (issue "Agents that do real work...")',
     "orchestrator": "Orchestrator efficiency",
     "client_overhead": "Client overhead",
     "discovery": "Discovery",
