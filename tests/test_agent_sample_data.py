@@ -33,13 +33,18 @@ GOOD_SAMPLES = {
     "parse_sku": ['sku="BOLT-0042")', "'NUT-7')"],
 }
 EXPECTED = {
-    "apply_discount": [{"price": 100.0, "percent": 10.0}, {"price": 19.99, "percent": 0}],
+    # Two proposed by the model, then one from the schema (fewer than 3 proposals fit).
+    "apply_discount": [
+        {"price": 100.0, "percent": 10.0},
+        {"price": 19.99, "percent": 0},
+        {"price": 2.5, "percent": 2.5},
+    ],
     "bulk_price": [
         {"unit_price": 2.5, "quantity": 12},
         {"unit_price": 1.0, "quantity": 150, "tiers": {"10": 5.0, "100": 12.5}},
         {"unit_price": 4, "quantity": 1, "tiers": None},
     ],
-    "parse_sku": [{"sku": "BOLT-0042"}, {"sku": "NUT-7"}],
+    "parse_sku": [{"sku": "BOLT-0042"}, {"sku": "NUT-7"}, {"sku": "hello world"}],
 }
 
 
@@ -160,33 +165,38 @@ def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
 def test_invalid_proposals_are_left_out_and_none_valid_is_not_done(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # A parameter without a JSON form: no sample from the schema either.
+    (demo / "inventory" / "odd.py").write_text(
+        'def draw(widget: "Widget", scale: float) -> None:\n    pass\n'
+    )
     calls = {
         # Only wrong types: nothing is written, the job ends not done with jsonschema's errors.
-        "apply_discount": ["price='cheap', percent=10)", "1, 2, 3)"],
-        # A wrong type next to a good sample: the good one lands alone.
+        "draw": ["widget=1, scale='big')", "1, 2, 3)"],
+        # A wrong type next to a good sample: the good one lands, with one from the schema.
         "parse_sku": ["sku=42)", "'BOLT-0042')"],
     }
-    code, report, _ = analyze("inventory/pricing.py", calls, capsys, "--fix")
+    code, report, _ = analyze("inventory", calls, capsys, "--fix")
 
     results = by_function(report)
-    rejected = results["apply_discount"]
+    rejected = results["draw"]
     assert rejected["status"] == "failed"
     assert rejected["error"]["code"] == "not_done"
     message = rejected["error"]["message"]
-    assert "write_samples: apply_discount(price='cheap', percent=10): price: 'cheap' is not of" in (
+    assert "write_samples: draw(widget=1, scale='big'): scale: 'big' is not of type 'number'" in (
         message
     )
-    assert "apply_discount(1, 2, 3): apply_discount() takes 2 positional arguments" in message
+    assert "draw(1, 2, 3): draw() takes 2 positional arguments" in message
     assert rejected["changes"] == [] and rejected["turns"] == 1
-    assert not (demo / "fixtures" / "pricing_apply_discount.json").exists()
+    assert not (demo / "fixtures" / "odd_draw.json").exists()
 
     fixed = results["parse_sku"]
     assert fixed["status"] == "success"
     assert [c["file"] for c in fixed["changes"]] == ["fixtures/pricing_parse_sku.json"]
     assert load_fixture(demo / "fixtures" / "pricing_parse_sku.json")["samples"] == [
-        {"sku": "BOLT-0042"}
+        {"sku": "BOLT-0042"},
+        {"sku": "hello world"},
     ]
-    assert code == 1  # apply_discount's job was not done
+    assert code == 1  # draw's job was not done
 
 
 def test_schema_for_richer_signatures(
