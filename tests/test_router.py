@@ -22,6 +22,7 @@ from remora.models.scripted import (
     http_error,
     text,
 )
+from remora.protocol.completion import CompletionRequest
 from remora.protocol.messages import Message, ModelError, ModelReply
 from remora.results import ErrorCode
 
@@ -373,3 +374,25 @@ async def test_a_model_served_by_one_dead_replica_is_not_sent_to_the_others() ->
 def test_a_router_needs_a_replica() -> None:
     with pytest.raises(ValueError, match="at least one replica"):
         ReplicaRouter([])
+
+
+async def test_text_completions_are_routed_and_rerouted_like_chat() -> None:
+    """The `complete` host function through the router: a dead replica is skipped, the
+    live one answers POST /v1/completions (stop strings applied)."""
+    dead = refused_url()
+    with servers(1) as (live,):
+        live.completion = lambda body: "Apply a discount.\n    more"
+        router = router_for(dead, live.base_url)
+        try:
+            answers = [
+                await router.complete_text(
+                    model="google/functiongemma-270m-it",
+                    request=CompletionRequest(prompt=f"def f{i}():\n    '''", stop=["\n"]),
+                )
+                for i in range(4)
+            ]
+        finally:
+            await router.aclose()
+    assert [answer.text for answer in answers] == ["Apply a discount."] * 4
+    assert len(live.completion_requests) == 4
+    assert router.stats()[0].down

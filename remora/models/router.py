@@ -37,9 +37,9 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import openai
@@ -47,6 +47,8 @@ import openai
 from remora.protocol.completion import Completion, CompletionModel, CompletionRequest
 from remora.protocol.messages import ChatModel, Message, ModelError, ModelReply, ToolChoice
 from remora.results import ErrorCode
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -203,6 +205,32 @@ class ReplicaRouter:
         grammar: str | None = None,
     ) -> ModelReply:
         keys = _affinity_keys(model, messages)
+        return await self._routed(
+            model,
+            keys,
+            lambda replica: replica.complete(
+                model=model,
+                messages=messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                grammar=grammar,
+            ),
+        )
+
+    async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
+        """A completion from a live replica serving `model`, chosen and rerouted as for
+        `complete`."""
+        keys = _affinity_keys(model, [{"role": "user", "content": request.prompt}])
+        return await self._routed(
+            model, keys, lambda replica: replica.complete_text(model=model, request=request)
+        )
+
+    async def _routed(
+        self, model: str, keys: tuple[bytes, bytes], ask: Callable[[Replica], Awaitable[T]]
+    ) -> T:
+        """`ask` the chosen replica; on a connection failure mark it down and ask the next."""
         tried: set[int] = set()
         failures: list[ModelError] = []
         while True:
@@ -216,15 +244,7 @@ class ReplicaRouter:
             slot.outstanding += 1
             slot.max_outstanding = max(slot.max_outstanding, slot.outstanding)
             try:
-                reply = await slot.model.complete(
-                    model=model,
-                    messages=messages,
-                    tools=tools,
-                    tool_choice=tool_choice,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                    grammar=grammar,
-                )
+                answer = await ask(slot.model)
             except ModelError as exc:
                 if len(self._slots) == 1 or not is_connection_error(exc):
                     raise
@@ -234,32 +254,7 @@ class ReplicaRouter:
             finally:
                 slot.outstanding -= 1
             self._mark_up(slot)
-            return reply
-
-    async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
-        """A completion from the least busy live replica serving `model` (rerouted like
-        `complete` when a replica is down)."""
-        keys = _affinity_keys(model, [{"role": "user", "content": request.prompt}])
-        tried: set[int] = set()
-        failures: list[ModelError] = []
-        while True:
-            slot = self._choose(model, keys, tried)
-            if slot is None:
-                raise self._no_replica(model, failures)
-            tried.add(slot.index)
-            slot.outstanding += 1
-            try:
-                completion = await slot.model.complete_text(model=model, request=request)
-            except ModelError as exc:
-                if len(self._slots) == 1 or not is_connection_error(exc):
-                    raise
-                self._mark_down(slot, exc)
-                failures.append(exc)
-                continue
-            finally:
-                slot.outstanding -= 1
-            self._mark_up(slot)
-            return completion
+            return answer
 
     async def list_models(self) -> list[str]:
         """Ask every replica at once. The union of what they serve, or `ModelError`
