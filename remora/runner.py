@@ -90,7 +90,6 @@ class FunctionGemmaRunner:
         self.verified: tuple[str, str] | None = None
         """The last outcome (name, Remora's summary) a tool verified that completes the job."""
         self.refusals: list[str] = []
-        self.completions = 0
         self.finished = False
         """A tool said nothing is left for the model to do: the job ends without its turn."""
         self.final_reason = ""
@@ -228,7 +227,6 @@ class FunctionGemmaRunner:
         completion = await self.model.complete_text(model=self.agent.model, request=request)
         self.usage.prompt_tokens += completion.usage.prompt_tokens
         self.usage.completion_tokens += completion.usage.completion_tokens
-        self.completions += 1
         self.events.emit(
             "completion",
             latency_s=time.perf_counter() - started,
