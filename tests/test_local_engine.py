@@ -38,7 +38,7 @@ from remora.models.resolve import (
 )
 from remora.protocol.messages import Message, ModelError, ModelReply
 from remora.protocol.profiles import PROFILES
-from remora.results import JobStatus
+from remora.results import JobResult, JobStatus
 from remora.runner import FunctionGemmaRunner
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
@@ -536,18 +536,20 @@ async def test_lint_job_on_the_demo_with_the_runner(
     demo: Path,
     profile: ModelProfileName,
 ) -> None:
-    node = demo_node(demo, "Stock.remove")  # a bare except and a print: E722, T201
-    async with ToolSandbox() as sandbox:
-        result = await FunctionGemmaRunner(
-            lint_agent,
-            node,
-            model=engine,
-            sandbox=sandbox,
-            commands=CommandRunner(CommandSettings()),
-            workspace=Workspace(demo),
-            profile=PROFILES[profile],
-            settings=RunnerSettings(max_tokens=96),
-        ).run()
+    async def lint(node: Node) -> JobResult:
+        async with ToolSandbox() as sandbox:
+            return await FunctionGemmaRunner(
+                lint_agent,
+                node,
+                model=engine,
+                sandbox=sandbox,
+                commands=CommandRunner(CommandSettings()),
+                workspace=Workspace(demo),
+                profile=PROFILES[profile],
+                settings=RunnerSettings(max_tokens=96),
+            ).run()
+
+    result = await lint(demo_node(demo, "Stock.remove"))  # a bare except and a print: E722, T201
     # The runner's run_ruff found both; ruff can fix neither safely: verified, no model turn.
     assert result.status is JobStatus.SUCCESS, result.error
     assert result.outcome == "checked"
@@ -557,17 +559,7 @@ async def test_lint_job_on_the_demo_with_the_runner(
     # stock.py's module node: F401, which ruff fixes, so the model chooses what to apply.
     found = discover_nodes([demo], root=demo)
     module = next(n for n in found.nodes if n.type == "file" and n.file.endswith("stock.py"))
-    async with ToolSandbox() as sandbox:
-        result = await FunctionGemmaRunner(
-            lint_agent,
-            module,
-            model=engine,
-            sandbox=sandbox,
-            commands=CommandRunner(CommandSettings()),
-            workspace=Workspace(demo),
-            profile=PROFILES[profile],
-            settings=RunnerSettings(max_tokens=96),
-        ).run()
+    result = await lint(module)
     assert result.status is JobStatus.SUCCESS, result.error
     assert result.outcome in ("checked", "fixed")
     assert "F401" in {finding.rule for finding in result.findings} or result.outcome == "fixed"

@@ -17,29 +17,11 @@ import jsonschema
 import pytest
 
 from remora.cli import main
+from tests.test_agent_lint import ruff_direct
 from tests.test_local_engine import needs_engine
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 PYTEST_QUIET = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
-
-
-def ruff_direct(root: Path) -> set[tuple[str, int, int, str]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--output-format", "json", "--exit-zero", "."],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return {
-        (
-            Path(p["filename"]).relative_to(root).as_posix(),
-            p["location"]["row"],
-            p["location"]["column"],
-            p["code"],
-        )
-        for p in json.loads(done.stdout)
-    }
 
 
 def definition(source: str, qualname: str) -> Any:

@@ -309,26 +309,32 @@ SLOW_TOOL = (
 )
 
 
-def slow_agent(tmp_path: Path) -> Path:
+def run_slow(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, target: str, setting: str
+) -> tuple[int, dict[str, Any]]:
+    """The slow agent alone on `target`, with one more `-c` setting."""
     folder = write_files(tmp_path / "slow", {"agent.yaml": SLOW_AGENT, "tools/slow.pym": SLOW_TOOL})
-    return folder / "agent.yaml"
-
-
-def test_a_command_timeout_is_an_error_whatever_the_script_reports(
-    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
     code, report, _, _ = analyze(
         capsys,
         first_then_submit("slow", {}),
-        "inventory/pricing.py",
+        target,
         "--format",
         "json",
         "--agents",
         "slow",
         "-c",
-        f"agents.slow.definition={slow_agent(tmp_path)}",
+        f"agents.slow.definition={folder / 'agent.yaml'}",
         "-c",
-        "sandbox.commands.timeout_s=0.5",
+        setting,
+    )
+    return code, report
+
+
+def test_a_command_timeout_is_an_error_whatever_the_script_reports(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report = run_slow(
+        capsys, tmp_path, "inventory/pricing.py", "sandbox.commands.timeout_s=0.5"
     )
     assert code == 2
     for result in report["results"]:
@@ -356,19 +362,7 @@ def test_a_sandbox_worker_that_dies_mid_call_is_an_error(
     killer = threading.Timer(1.5, kill_monty_workers)
     killer.start()
     try:
-        code, report, _, _ = analyze(
-            capsys,
-            first_then_submit("slow", {}),
-            "one.py",
-            "--format",
-            "json",
-            "--agents",
-            "slow",
-            "-c",
-            f"agents.slow.definition={slow_agent(tmp_path)}",
-            "-c",
-            "concurrency=1",
-        )
+        code, report = run_slow(capsys, tmp_path, "one.py", "concurrency=1")
     finally:
         killer.cancel()
     (result,) = report["results"]

@@ -562,6 +562,8 @@ class ScriptedModelServer:
             text = self.completion(body)
         except Exception as exc:
             return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
+        # As a server does (the client cuts again: remora.protocol.completion.cut_at_stop); this
+        # module imports nothing of Remora's, so the three lines stand here too.
         stops = [stop for stop in body.get("stop") or [] if isinstance(stop, str) and stop]
         cuts = [at for at in (text.find(stop) for stop in stops) if at != -1]
         text = text[: min(cuts)] if cuts else text
