@@ -231,6 +231,8 @@ async def measure(config: dict[str, Any]) -> dict[str, Any]:
 async def speeds(model: Any, agent: Any, nodes: list[Any], root: Path) -> dict[str, Any]:
     """Prompt evaluation on fresh prompts (a unique first line defeats prefix reuse) and free-text
     generation (no tools: no grammar), medians of 3."""
+    from remora.protocol.messages import ChatRequest
+
     node = max(nodes, key=lambda n: len(n.text))
     context = agent.render_context(node, root)
     prompt_rates, generation_rates = [], []
@@ -242,12 +244,14 @@ async def speeds(model: Any, agent: Any, nodes: list[Any], root: Path) -> dict[s
         ]
         before = _engine_totals(model)
         await model.complete(
-            model="m",
-            messages=messages,
-            tools=[],
-            tool_choice="auto",
-            max_tokens=128,
-            temperature=0.0,
+            ChatRequest(
+                model="m",
+                messages=messages,
+                tools=[],
+                tool_choice="auto",
+                max_tokens=128,
+                temperature=0.0,
+            )
         )
         after = _engine_totals(model)
         prompt_tokens = int(after["prompt_tokens_evaluated"] - before["prompt_tokens_evaluated"])

@@ -19,6 +19,7 @@ from remora.events import NO_EVENTS, JobEvents
 from remora.protocol.completion import CompletionModel, CompletionRequest
 from remora.protocol.messages import (
     ChatModel,
+    ChatRequest,
     Message,
     ModelError,
     ModelReply,
@@ -198,13 +199,20 @@ class FunctionGemmaRunner:
         )
         started = time.perf_counter()
         reply = await self.model.complete(
-            model=self.agent.model,
-            messages=self.messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            max_tokens=self.settings.max_tokens,
-            temperature=self.settings.temperature,
-            grammar=call_grammar(tools) if self.use_grammar else None,
+            ChatRequest(
+                model=self.agent.model,
+                messages=self.messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                max_tokens=self.settings.max_tokens,
+                temperature=self.settings.temperature,
+                grammar=(
+                    call_grammar(tools, parallel=self.profile.parallel_calls)
+                    if self.use_grammar
+                    else None
+                ),
+                parallel_calls=self.profile.parallel_calls,
+            )
         )
         self.usage.prompt_tokens += reply.usage.prompt_tokens
         self.usage.completion_tokens += reply.usage.completion_tokens

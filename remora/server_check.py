@@ -34,7 +34,7 @@ from pydantic import SecretStr
 
 from remora.config import ServerSettings
 from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel, error_text
-from remora.protocol.messages import Message, ModelError, ModelReply
+from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply
 
 __all__ = [
     "PROBE_MESSAGES",
@@ -388,12 +388,14 @@ async def _probe(
         # reply that has not started (a queue) or that keeps trickling in.
         with anyio.fail_after(client.timeout):
             reply = await client.complete(
-                model=model,
-                messages=PROBE_MESSAGES,
-                tools=[PROBE_TOOL],
-                tool_choice=tool_choice,
-                max_tokens=PROBE_MAX_TOKENS,
-                temperature=0.0,
+                ChatRequest(
+                    model=model,
+                    messages=PROBE_MESSAGES,
+                    tools=[PROBE_TOOL],
+                    tool_choice=tool_choice,
+                    max_tokens=PROBE_MAX_TOKENS,
+                    temperature=0.0,
+                )
             )
     except TimeoutError:
         return _Probe(

@@ -114,7 +114,14 @@ class RemoraFunctionGemmaToolParser(ToolParser):
             if hasattr(request, "stop"):
                 stop = request.stop
                 stops = [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
-                for sequence in fg.STOP_SEQUENCES:
+                wanted = list(fg.STOP_SEQUENCES)
+                if getattr(request, "parallel_tool_calls", True) is False:
+                    # One call per reply: end where the first call ends. The marker stays in
+                    # the text (the parser needs it); so does the other stop, which it reads
+                    # as the end of the calls.
+                    wanted.append(fg.END_FUNCTION_CALL)
+                    request.include_stop_str_in_output = True
+                for sequence in wanted:
                     if sequence not in stops:
                         stops.append(sequence)
                 request.stop = stops

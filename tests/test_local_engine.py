@@ -36,7 +36,7 @@ from remora.models.resolve import (
     resolve_model,
     select_engine,
 )
-from remora.protocol.messages import Message, ModelError, ModelReply
+from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply
 from remora.protocol.profiles import PROFILES
 from remora.results import JobResult, JobStatus
 from remora.runner import FunctionGemmaRunner
@@ -380,7 +380,8 @@ def assert_valid_calls(reply: ModelReply, tools: list[dict[str, Any]]) -> None:
 
 async def ask(engine: LocalChatModel, messages: list[Message], tools: Any, **kw: Any) -> ModelReply:
     options: dict[str, Any] = {"tool_choice": "auto", "max_tokens": 96, "temperature": 0.0}
-    return await engine.complete(model="any", messages=messages, tools=tools, **{**options, **kw})
+    request = ChatRequest(model="any", messages=messages, tools=tools, **{**options, **kw})
+    return await engine.complete(request)
 
 
 @pytest.mark.local_engine

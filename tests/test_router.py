@@ -23,7 +23,7 @@ from remora.models.scripted import (
     text,
 )
 from remora.protocol.completion import CompletionRequest
-from remora.protocol.messages import Message, ModelError, ModelReply
+from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply
 from remora.results import ErrorCode
 
 pytestmark = pytest.mark.anyio
@@ -66,10 +66,14 @@ def router_for(*urls: str, **options: Any) -> ReplicaRouter:
     return ReplicaRouter([client(url) for url in urls], **options)
 
 
-async def ask(router: ReplicaRouter, messages: list[Message]) -> ModelReply:
-    return await router.complete(
-        model=MODEL, messages=messages, tools=[], tool_choice="auto", max_tokens=16, temperature=0
+def chat(model: str, messages: list[Message]) -> ChatRequest:
+    return ChatRequest(
+        model=model, messages=messages, tools=[], tool_choice="auto", max_tokens=16, temperature=0
     )
+
+
+async def ask(router: ReplicaRouter, messages: list[Message]) -> ModelReply:
+    return await router.complete(chat(MODEL, messages))
 
 
 async def job(router: ReplicaRouter, system: str, user: str, turns: int = 1) -> list[Message]:
@@ -309,14 +313,7 @@ async def test_after_listing_requests_go_only_to_replicas_serving_their_model() 
         router = router_for(one.base_url, two.base_url)
 
         async def ask_for(model: str, index: int) -> None:
-            await router.complete(
-                model=model,
-                messages=[{"role": "user", "content": f"{model} {index}"}],
-                tools=[],
-                tool_choice="auto",
-                max_tokens=16,
-                temperature=0,
-            )
+            await router.complete(chat(model, [{"role": "user", "content": f"{model} {index}"}]))
 
         try:
             await router.list_models()
@@ -358,14 +355,7 @@ async def test_a_model_served_by_one_dead_replica_is_not_sent_to_the_others() ->
             await router.list_models()
             await anyio.to_thread.run_sync(one.stop)
             with pytest.raises(ModelError, match="no reply from any of the 1 model server"):
-                await router.complete(
-                    model="lint",
-                    messages=[{"role": "user", "content": "hi"}],
-                    tools=[],
-                    tool_choice="auto",
-                    max_tokens=16,
-                    temperature=0,
-                )
+                await router.complete(chat("lint", [{"role": "user", "content": "hi"}]))
         finally:
             await router.aclose()
         assert two.requests == []

@@ -355,6 +355,34 @@ async def test_functiongemma_profile_sends_a_native_call_grammar_per_turn(
 
 
 @pytest.mark.parametrize(
+    ("profile", "one_call"),
+    [
+        (ModelProfileName.FUNCTIONGEMMA, True),
+        (ModelProfileName.FUNCTIONGEMMA_KIT, True),
+        (ModelProfileName.OPENAI, False),
+    ],
+)
+async def test_functiongemma_profiles_ask_for_one_call_per_reply(
+    probe_agent: Path,
+    node: Node,
+    project: Path,
+    sandbox: ToolSandbox,
+    profile: ModelProfileName,
+    one_call: bool,
+) -> None:
+    agent = load_agent(probe_agent, model="m", max_turns=2)
+    script = [tool_call("find_todos", {}), SUBMIT]
+    result, requests = await run_job(script, agent, node, project, sandbox, profile=profile)
+    assert result.status == "success"
+    for request in requests:
+        assert ("parallel_tool_calls" in request) is one_call
+        assert request.get("parallel_tool_calls", False) is False
+    if profile is ModelProfileName.FUNCTIONGEMMA:  # the grammar admits one call, not several
+        grammar = requests[0]["structured_outputs"]["grammar"]
+        assert "call+" not in grammar
+
+
+@pytest.mark.parametrize(
     ("profile", "setting", "sent"),
     [
         (ModelProfileName.OPENAI, "auto", False),

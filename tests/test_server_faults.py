@@ -26,7 +26,7 @@ from remora.config import ServerSettings
 from remora.models.openai_client import OpenAIChatModel
 from remora.models.router import ReplicaRouter, is_connection_error
 from remora.models.scripted import ScriptedModelServer, raw
-from remora.protocol.messages import ModelError, ModelReply
+from remora.protocol.messages import ChatRequest, ModelError, ModelReply
 from remora.results import ErrorCode
 from remora.server_check import check_server
 from remora.yamlfile import MAX_EXPANDED_NODES, UserInputError, YamlFile
@@ -187,12 +187,14 @@ def client(url: str, **settings: Any) -> OpenAIChatModel:
 
 async def ask(model: OpenAIChatModel | ReplicaRouter) -> ModelReply:
     return await model.complete(
-        model=MODEL,
-        messages=[{"role": "user", "content": "hi"}],
-        tools=[],
-        tool_choice="auto",
-        max_tokens=16,
-        temperature=0.0,
+        ChatRequest(
+            model=MODEL,
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[],
+            tool_choice="auto",
+            max_tokens=16,
+            temperature=0.0,
+        )
     )
 
 

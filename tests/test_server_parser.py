@@ -243,6 +243,20 @@ def test_adjust_request_keeps_markers_and_stops_before_invented_results(plugin: 
     assert parser.adjust_request(responses).skip_special_tokens is False
 
 
+def test_one_call_per_reply_stops_where_the_first_call_ends(plugin: ModuleType) -> None:
+    parser = make_parser(plugin)
+    single = parser.adjust_request(request(parallel_tool_calls=False, stop=None))
+    assert single.stop == ["<start_function_response>", "<end_function_call>"]
+    assert single.include_stop_str_in_output is True
+    # What vLLM hands back when it stops there: the marker kept, so the call parses.
+    text = "<start_function_call>call:run_ruff{path:<escape>a.py<escape>}<end_function_call>"
+    extracted = parser.extract_tool_calls(text, single)
+    assert [call.function.name for call in extracted.tool_calls] == ["run_ruff"]
+    several = parser.adjust_request(request(parallel_tool_calls=True, stop=None))
+    assert several.stop == ["<start_function_response>"]
+    assert not hasattr(several, "include_stop_str_in_output")
+
+
 @pytest.mark.parametrize("tool_choice", ["auto", "required", "forced"])
 def test_structural_tag_comes_from_the_protocol_module(
     plugin: ModuleType, tool_choice: str

@@ -68,7 +68,7 @@ from remora.protocol.functiongemma import (
     parse_output,
     render_prompt,
 )
-from remora.protocol.messages import Message, ModelError, ModelReply, ToolCall, ToolChoice
+from remora.protocol.messages import ChatRequest, ModelError, ModelReply, ToolCall, ToolChoice
 from remora.results import Usage
 
 if TYPE_CHECKING:
@@ -506,7 +506,6 @@ class LocalChatModel:
         n_threads: int | None = None,
         slots: int = 1,
         seed: int = 0,
-        parallel_calls: bool = False,
         extra_buffers: bool = False,
     ) -> None:
         if slots < 1:
@@ -520,7 +519,6 @@ class LocalChatModel:
         self.slots = slots
         self.n_threads = n_threads or max(1, cpu_count() // slots)
         self.seed = seed
-        self.parallel_calls = parallel_calls
         self.extra_buffers = extra_buffers
         self.load_seconds: float | None = None
         """Seconds the last load took (all slots), None before loading."""
@@ -617,22 +615,15 @@ class LocalChatModel:
         await self.load()
         return [self.name]
 
-    async def complete(
-        self,
-        *,
-        model: str,
-        messages: list[Message],
-        tools: list[dict[str, Any]],
-        tool_choice: ToolChoice,
-        max_tokens: int,
-        temperature: float,
-        grammar: str | None = None,
-    ) -> ModelReply:
-        """`model` is ignored (there is one model). So is `grammar`: the engine always decodes
-        under its own grammar (`grammar_for`), which also honours a named tool choice."""
-        del model, grammar
-        constraint = self.grammar_for(tools, tool_choice)
-        prompt = render_prompt(messages, tools)
+    async def complete(self, request: ChatRequest) -> ModelReply:
+        """`request.model` is ignored (there is one model). So is `request.grammar`: the engine
+        always decodes under its own grammar (`grammar_for`), which also honours a named tool
+        choice and `request.parallel_calls`."""
+        messages = request.messages
+        constraint = self.grammar_for(
+            request.tools, request.tool_choice, parallel=request.parallel_calls
+        )
+        prompt = render_prompt(messages, request.tools)
         await self.load()
         depth = sum(1 for message in messages if message.get("role") == "assistant")
         async with self._order.turn(depth):
@@ -641,8 +632,8 @@ class LocalChatModel:
                     self._generate_in_thread,
                     prompt,
                     constraint,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
                 ),
                 limiter=self._limiter,
             )
@@ -675,7 +666,7 @@ class LocalChatModel:
         )
 
     def grammar_for(
-        self, tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice
+        self, tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice, *, parallel: bool
     ) -> str | None:
         """The GBNF grammar a request is decoded under (None: no tools, free text)."""
         if not tools:
@@ -689,7 +680,7 @@ class LocalChatModel:
                 raise ModelError(f"tool_choice names {wanted!r}, which is not offered ({offered})")
             return gbnf_grammar(chosen, tool_choice="forced")
         # "auto" is decoded as "required": the runner needs a call every turn.
-        return gbnf_grammar(tools, tool_choice="required", parallel=self.parallel_calls)
+        return gbnf_grammar(tools, tool_choice="required", parallel=parallel)
 
     def _generate_in_thread(
         self,

@@ -31,11 +31,10 @@ from openai import AsyncOpenAI
 from remora.config import ServerSettings
 from remora.protocol.completion import Completion, CompletionRequest, parse_completion
 from remora.protocol.messages import (
+    ChatRequest,
     MalformedReply,
-    Message,
     ModelError,
     ModelReply,
-    ToolChoice,
     parse_chat_reply,
     parse_model_list,
 )
@@ -143,29 +142,22 @@ class OpenAIChatModel:
         except MalformedReply as exc:
             raise ModelError(f"malformed reply from {url} to GET /models: {exc}") from exc
 
-    async def complete(
-        self,
-        *,
-        model: str,
-        messages: list[Message],
-        tools: list[dict[str, Any]],
-        tool_choice: ToolChoice,
-        max_tokens: int,
-        temperature: float,
-        grammar: str | None = None,
-    ) -> ModelReply:
-        # vLLM's structured outputs; the call markers are special tokens, which vLLM would
-        # otherwise strip before its tool parser sees them.
+    async def complete(self, request: ChatRequest) -> ModelReply:
         body: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "tools": tools,
-            "tool_choice": tool_choice,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
+            "model": request.model,
+            "messages": request.messages,
+            "tools": request.tools,
+            "tool_choice": request.tool_choice,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
         }
-        if grammar:
-            body["structured_outputs"] = {"grammar": grammar}
+        if not request.parallel_calls:
+            # Remora's server plugin then stops where the first call ends.
+            body["parallel_tool_calls"] = False
+        if request.grammar:
+            # vLLM's structured outputs; the call markers are special tokens, which vLLM would
+            # otherwise strip before its tool parser sees them.
+            body["structured_outputs"] = {"grammar": request.grammar}
             body["skip_special_tokens"] = False
         data = await self.post_json("/chat/completions", body)
         try:

@@ -89,9 +89,6 @@ class LocalSettings(BaseModel):
     """Generations at once, each with its own copy of the context (weights are shared)."""
     seed: int = Field(default=0, ge=0)
     """Seed for sampling when runner.temperature > 0 (temperature 0 is greedy)."""
-    parallel_calls: bool = False
-    """Allow several calls in one reply. Off: a 270M model asked for several repeats its
-    write and submit_result until max_tokens; with one call the reply ends with its call."""
     extra_buffers: bool = False
     """llama.cpp's extra CPU buffer types (AMX, weight repacking); crashed on some VMs."""
     hf_repo: str = DEFAULT_HF_REPO
@@ -542,7 +539,6 @@ def open_local_model(
         n_threads=settings.threads,
         slots=settings.slots,
         seed=settings.seed,
-        parallel_calls=settings.parallel_calls,
         extra_buffers=settings.extra_buffers,
     )
     return model, resolved

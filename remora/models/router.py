@@ -39,13 +39,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 import openai
 
 from remora.protocol.completion import Completion, CompletionModel, CompletionRequest
-from remora.protocol.messages import ChatModel, Message, ModelError, ModelReply, ToolChoice
+from remora.protocol.messages import ChatModel, ChatRequest, Message, ModelError, ModelReply
 from remora.results import ErrorCode
 
 T = TypeVar("T")
@@ -193,31 +193,9 @@ class ReplicaRouter:
 
     # -- ChatModel
 
-    async def complete(
-        self,
-        *,
-        model: str,
-        messages: list[Message],
-        tools: list[dict[str, Any]],
-        tool_choice: ToolChoice,
-        max_tokens: int,
-        temperature: float,
-        grammar: str | None = None,
-    ) -> ModelReply:
-        keys = _affinity_keys(model, messages)
-        return await self._routed(
-            model,
-            keys,
-            lambda replica: replica.complete(
-                model=model,
-                messages=messages,
-                tools=tools,
-                tool_choice=tool_choice,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                grammar=grammar,
-            ),
-        )
+    async def complete(self, request: ChatRequest) -> ModelReply:
+        keys = _affinity_keys(request.model, request.messages)
+        return await self._routed(request.model, keys, lambda replica: replica.complete(request))
 
     async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
         """A completion from a live replica serving `model`, chosen and rerouted as for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -49,24 +50,27 @@ class ModelError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChatRequest:
+    """One chat-completions request, as every engine and the router take it."""
+
+    model: str
+    messages: list[Message]
+    tools: list[dict[str, Any]]
+    tool_choice: ToolChoice
+    max_tokens: int
+    temperature: float
+    grammar: str | None = None
+    """A structured-outputs grammar the reply must match (FunctionGemma's native call syntax,
+    from the protocol module); engines that constrain decoding themselves may ignore it."""
+    parallel_calls: bool = True
+    """False: at most one call, and the reply ends with it (the model profile decides)."""
+
+
 class ChatModel(Protocol):
     """Anything that answers chat completions with tool calls: a server or an embedded engine."""
 
-    async def complete(
-        self,
-        *,
-        model: str,
-        messages: list[Message],
-        tools: list[dict[str, Any]],
-        tool_choice: ToolChoice,
-        max_tokens: int,
-        temperature: float,
-        grammar: str | None = None,
-    ) -> ModelReply:
-        """`grammar`: a structured-outputs grammar the reply must match (FunctionGemma's native
-        call syntax, from the protocol module); engines that constrain decoding themselves may
-        ignore it."""
-        ...
+    async def complete(self, request: ChatRequest) -> ModelReply: ...
 
 
 class MalformedReply(ValueError):

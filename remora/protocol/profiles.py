@@ -28,6 +28,10 @@ class ModelProfile(BaseModel):
     final_turn: Literal["only_submit_tool", "named_choice"]
     grammar: bool = False
     """Send a native-call grammar with each request when runner.grammar is auto."""
+    parallel_calls: bool = False
+    """Several calls in one reply. Off for FunctionGemma (and the embedded engine): a 270M
+    model asked for several repeats its write and submit_result until max_tokens; with one
+    call the reply ends where its call ends."""
 
     def uses_grammar(self, setting: str) -> bool:
         return setting == "on" or (setting == "auto" and self.grammar)
@@ -53,22 +57,23 @@ PROFILES = {
         name=ModelProfileName.FUNCTIONGEMMA_KIT, tool_choice="required", final_turn="named_choice"
     ),
     ModelProfileName.OPENAI: ModelProfile(
-        name=ModelProfileName.OPENAI, tool_choice="required", final_turn="named_choice"
+        name=ModelProfileName.OPENAI,
+        tool_choice="required",
+        final_turn="named_choice",
+        parallel_calls=True,
     ),
 }
 
 
 @lru_cache(maxsize=256)
-def _grammar(tools_json: str) -> str:
-    # One call per reply: a 270M model asked for several repeats the write and submit_result
-    # until max_tokens; the reply ends where its one call ends.
-    return gbnf_grammar(json.loads(tools_json), tool_choice="required", parallel=False)
+def _grammar(tools_json: str, parallel: bool) -> str:
+    return gbnf_grammar(json.loads(tools_json), tool_choice="required", parallel=parallel)
 
 
-def call_grammar(tools: list[dict[str, Any]]) -> str:
-    """A grammar admitting exactly one well-formed native call to one of `tools` (built once
-    per tool set: every job of an agent offers the same ones)."""
-    return _grammar(json.dumps(tools, sort_keys=True))
+def call_grammar(tools: list[dict[str, Any]], *, parallel: bool) -> str:
+    """A grammar admitting well-formed native calls to `tools`, exactly one unless `parallel`
+    (built once per tool set: every job of an agent offers the same ones)."""
+    return _grammar(json.dumps(tools, sort_keys=True), parallel)
 
 
 def resolve_profile(name: ModelProfileName, *model_names: str) -> ModelProfile:
