@@ -140,6 +140,7 @@ class FunctionGemmaRunner:
         """The submitted result; None when a tool said the job is finished (`final`)."""
         self.messages = [
             {"role": "system", "content": self.agent.definition.system_prompt},
+            *self.agent.example_messages,
             {"role": "user", "content": self.agent.render_context(self.node, self.workspace.root)},
         ]
         await self._observe_first()

@@ -36,6 +36,16 @@ submit_result:
     summary: {type: string, description: One sentence.}
     todo_count: {type: integer, description: How many TODOs were found.}
 """
+PROBE_EXAMPLE = """\
+examples:
+  - context: "Inspect add in calc.py: def add(a, b): return a + b  # TODO types"
+    turns:
+      - call: find_todos
+        result: {"findings": [], "outcome": "checked", "summary": "1 TODO comments"}
+      - call: submit_result
+        arguments: {summary: One TODO., todo_count: 1}
+"""
+"""The probe agent's worked example, appended to its YAML."""
 
 FIND_TODOS = """\
 # /// remora-tool

@@ -11,6 +11,7 @@ from remora.agents.definition import load_agent
 from remora.agents.registry import bundled_agents_dir
 from remora.cli import main
 from remora.yamlfile import UserInputError
+from tests.conftest import PROBE_EXAMPLE as EXAMPLE
 
 
 def test_model_schema_has_declared_inputs_only(probe_agent: Path) -> None:
@@ -142,3 +143,44 @@ def test_bundled_agents_load(path: Path) -> None:
     agent = load_agent(path, model="m")
     assert agent.tools
     assert agent.name == path.parent.name
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "expected"),
+    [
+        (
+            "call: find_todos",
+            "call: find_todo",
+            r"agent\.yaml:\d+: examples\.0\.turns\.0\.call: no",
+        ),
+        ("todo_count: 1}", "todo_count: one}", r"examples\.0\.turns\.1\.arguments: 'one' is not"),
+        ("        result: {", "        reslt: {", r"examples\.0\.turns\.0\.reslt: unknown key"),
+        ("        result: {", "        arguments: {", r"examples\.0\.turns\.0\.arguments: Add"),
+        (
+            "todo_count: 1}\n",
+            "todo_count: 1}\n        result: ok\n",
+            r"examples\.0\.turns\.1\.result: submit_result has no result",
+        ),
+    ],
+)
+def test_malformed_examples_name_file_line_and_key(
+    probe_agent: Path, replace: str, by: str, expected: str
+) -> None:
+    probe_agent.write_text(probe_agent.read_text() + EXAMPLE.replace(replace, by, 1))
+    with pytest.raises(UserInputError, match=expected):
+        load_agent(probe_agent, model="m")
+
+
+def test_examples_become_the_same_messages_for_every_job(probe_agent: Path) -> None:
+    probe_agent.write_text(probe_agent.read_text() + EXAMPLE)
+    agent = load_agent(probe_agent, model="m")
+    user, call, result, submit = agent.example_messages
+    assert user == {"role": "user", "content": EXAMPLE.split('"')[1]}
+    assert call["tool_calls"][0]["function"] == {"name": "find_todos", "arguments": "{}"}
+    assert (
+        result["role"] == "tool" and json.loads(result["content"])["summary"] == "1 TODO comments"
+    )
+    arguments = json.loads(submit["tool_calls"][0]["function"]["arguments"])
+    assert arguments == {"summary": "One TODO.", "todo_count": 1}
+    again = load_agent(probe_agent, model="m")
+    assert json.dumps(again.example_messages) == json.dumps(agent.example_messages)

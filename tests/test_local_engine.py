@@ -11,7 +11,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,7 +25,7 @@ from remora.config import CommandSettings, ModelProfileName, RunnerSettings
 from remora.discovery import discover_nodes
 from remora.discovery.nodes import Node
 from remora.models import resolve
-from remora.models.local import LocalChatModel, _TurnOrder
+from remora.models.local import TEXT_N_CTX, LocalChatModel, _TurnOrder
 from remora.models.resolve import (
     LocalSettings,
     ModelNotFoundError,
@@ -36,6 +36,7 @@ from remora.models.resolve import (
     resolve_model,
     select_engine,
 )
+from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply
 from remora.protocol.profiles import PROFILES
 from remora.results import JobResult, JobStatus
@@ -456,6 +457,43 @@ async def test_same_request_same_reply_whatever_ran_before(
     await ask(engine, other, tools)
     replies.append(await ask(engine, first, tools))  # only the agent's prefix reused
     assert replies[0] == replies[1] == replies[2]
+
+
+@pytest.mark.local_engine
+@needs_engine
+@pytest.mark.anyio
+async def test_completions_keep_their_prefixes_and_the_agents_prefix(
+    engine: LocalChatModel, lint_agent: Agent, demo: Path
+) -> None:
+    """Chat prompts and text completions keep separate contexts, and two jobs whose completions
+    take turns each find their own code still cached."""
+    tools = [lint_agent.submit_schema()]
+
+    async def evaluated(asked: Awaitable[ModelReply | Completion]) -> tuple[int, int]:
+        """(prompt tokens evaluated, prompt tokens)"""
+        before = engine.stats.prompt_tokens_evaluated
+        usage = (await asked).usage
+        return engine.stats.prompt_tokens_evaluated - before, usage.prompt_tokens
+
+    def text(prompt: str) -> Awaitable[Completion]:
+        request = CompletionRequest(prompt=prompt, stop=["\n"], max_tokens=4)
+        return engine.complete_text(model="any", request=request)
+
+    first = first_turn(lint_agent, demo_node(demo, "Stock.total"), demo)
+    other = first_turn(lint_agent, demo_node(demo, "bulk_price"), demo)
+    code_a = demo_node(demo, "bulk_price").text + '\n    """'
+    code_b = demo_node(demo, "apply_discount").text + '\n    """'
+    await ask(engine, first, tools)
+    await text(code_a)
+    await text(code_b)
+    again_a, _ = await evaluated(text(code_a + "Price a bulk order."))
+    again_b, _ = await evaluated(text(code_b + "Apply a discount."))
+    chat_other, chat_prompt = await evaluated(ask(engine, other, tools))
+    assert again_a < 64 and again_b < 64  # at most the last chunk of each is evaluated again
+    assert chat_other <= chat_prompt - 128  # the agent's prefix, kept through the completions
+    # A completion longer than a text context is continued in the chat context.
+    evaluated_long, long_prompt = await evaluated(text(code_a * (TEXT_N_CTX // 50)))
+    assert long_prompt > TEXT_N_CTX and evaluated_long > TEXT_N_CTX
 
 
 @pytest.mark.local_engine

@@ -26,6 +26,7 @@ from remora.runner import FINAL_REMINDER, REMINDER, FunctionGemmaRunner
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
 from remora.workspace import Workspace
+from tests.conftest import PROBE_EXAMPLE
 
 pytestmark = pytest.mark.anyio
 
@@ -352,6 +353,32 @@ async def test_functiongemma_profile_sends_a_native_call_grammar_per_turn(
         assert f'"<start_function_call>call:{name}"' in first
     assert '"<start_function_call>call:submit_result"' in last
     assert "find_todos" not in last  # the last turn admits submit_result only
+
+
+@pytest.fixture
+def example_agent(probe_agent: Path, project: Path) -> Agent:
+    probe_agent.write_text(probe_agent.read_text() + PROBE_EXAMPLE)
+    (project / "pkg" / "other.py").write_text("def whisper(text):\n    return text.lower()\n")
+    return load_agent(probe_agent, model="m")
+
+
+async def test_examples_come_before_every_job_in_the_same_bytes(
+    example_agent: Agent, project: Path, sandbox: ToolSandbox
+) -> None:
+    agent = example_agent
+    found = discover_nodes([project / "pkg"], root=project).nodes
+    transcripts = []
+    for node in [n for n in found if agent.handles(n)][:2]:
+        script = [tool_call("find_todos", {}), SUBMIT]
+        result, requests = await run_job(script, agent, node, project, sandbox)
+        assert result.status == "success"  # the example's calls are shown, not run or counted
+        assert result.turns == 2 and len(tool_results(requests[1])) == 2
+        first = requests[0]["messages"]
+        assert first[0]["role"] == "system" and first[-1]["role"] == "user"
+        assert [m["role"] for m in first[1:-1]] == ["user", "assistant", "tool", "assistant"]
+        assert node.qualified_name in first[-1]["content"]
+        transcripts.append(json.dumps(first[:-1]))
+    assert len(transcripts) == 2 and transcripts[0] == transcripts[1]
 
 
 @pytest.mark.parametrize(

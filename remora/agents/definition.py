@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -23,6 +24,7 @@ from remora.agents.toolscript import (
 )
 from remora.config import SandboxLimits
 from remora.discovery.nodes import Node, NodeType
+from remora.protocol.messages import Message, ModelReply, ToolCall, tool_message
 from remora.sandbox.limits import Limits, resolve_limits
 from remora.yamlfile import UserInputError, YamlFile, validation_messages
 
@@ -59,6 +61,22 @@ class Requirements(Strict):
     """Modules its tools run as `python -m MODULE`, e.g. pytest."""
 
 
+class ExampleTurn(Strict):
+    call: str
+    """A tool of the agent, or submit_result."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result: Any = None
+    """What the tool answered (a string, or JSON); not given for submit_result."""
+
+
+class Example(Strict):
+    """A worked example shown to the model before the real job, in its native format."""
+
+    context: str
+    """The example job's first user message, as node_context would render it."""
+    turns: list[ExampleTurn] = Field(min_length=1, max_length=8)
+
+
 class AgentDefinition(Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
     description: str
@@ -85,6 +103,9 @@ class AgentDefinition(Strict):
     observe: list[str] = Field(default_factory=list)
     """Tools (without required inputs) the runner calls before the model's first turn. A
     result with `"final": true` ends the job there: no model request at all."""
+    examples: list[Example] = Field(default_factory=list, max_length=2)
+    """Worked examples the model sees before every job of this agent, the same bytes each time
+    (a prefix the engine and vLLM's prefix cache evaluate once)."""
 
     @field_validator("node_context")
     @classmethod
@@ -143,6 +164,27 @@ class Agent(BaseModel):
         observed = set(self.definition.observe)
         offered = [tool.model_schema() for tool in self.tools if tool.name not in observed]
         return [*offered, self.submit_schema()]
+
+    @cached_property
+    def example_messages(self) -> tuple[Message, ...]:
+        """The examples as transcript messages: each a user message and one call per turn with
+        its result. Built once, so every job starts with the same bytes."""
+        messages: list[Message] = []
+        for number, example in enumerate(self.definition.examples):
+            messages.append({"role": "user", "content": example.context})
+            for index, turn in enumerate(example.turns):
+                call = ToolCall(
+                    id=f"example{number}_{index}",
+                    name=turn.call,
+                    arguments=json.dumps(turn.arguments, ensure_ascii=False),
+                )
+                messages.append(ModelReply(tool_calls=[call]).as_message())
+                if turn.call != SUBMIT_RESULT:
+                    content = (
+                        turn.result if isinstance(turn.result, str) else json.dumps(turn.result)
+                    )
+                    messages.append(tool_message(call, content))
+        return tuple(messages)
 
     def handles(self, node: Node) -> bool:
         return node.type in self.definition.node_types
@@ -212,6 +254,7 @@ def load_agent(
                 f"{where}: observe: {name} needs inputs ({', '.join(needed)}); the runner "
                 "calls observations without arguments"
             )
+    _check_examples(definition, document, by_name)
     agent = Agent(
         definition=definition,
         source=path,
@@ -223,6 +266,40 @@ def load_agent(
     )
     _check_template_renders(agent, document)
     return agent
+
+
+def _check_examples(
+    definition: AgentDefinition, document: YamlFile, tools: dict[str, Tool]
+) -> None:
+    """Examples show calls the model could make: a tool of the agent or submit_result, with
+    arguments its schema accepts, and a result for every call but submit_result."""
+    submit = jsonschema.Draft202012Validator(
+        {**inputs_schema(definition.submit_result.inputs), "additionalProperties": False}
+    )
+    for number, example in enumerate(definition.examples):
+        for index, turn in enumerate(example.turns):
+            where = document.where(["examples", number, "turns", index])
+            name = f"examples.{number}.turns.{index}"
+            if turn.call == SUBMIT_RESULT:
+                validator, needs_result = submit, False
+            elif turn.call in tools:
+                validator, needs_result = tools[turn.call].validator, True
+            else:
+                known = ", ".join([*tools, SUBMIT_RESULT])
+                raise UserInputError(
+                    f"{where}: {name}.call: no tool {turn.call!r}; the tools: {known}"
+                )
+            error = jsonschema.exceptions.best_match(validator.iter_errors(turn.arguments))
+            if error is not None:
+                raise UserInputError(f"{where}: {name}.arguments: {error.message}")
+            if needs_result and turn.result is None:
+                raise UserInputError(
+                    f"{where}: {name}.result: what {turn.call} answered is missing"
+                )
+            if not needs_result and turn.result is not None:
+                raise UserInputError(
+                    f"{where}: {name}.result: submit_result has no result; remove it"
+                )
 
 
 def _check_template_renders(agent: Agent, document: YamlFile) -> None:

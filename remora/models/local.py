@@ -28,9 +28,11 @@
   orchestrator's 64 jobs queue there instead of thrashing the CPU, the conversation furthest
   along first (`_TurnOrder`), so started jobs finish. A cancelled job (Ctrl-C,
   `runner.job_timeout`) stops its generation at the next token.
-* **Prefix reuse.** A slot keeps the KV cache of its last prompt: a request that shares a prefix
-  with it (the agent's system prompt and tool declarations, the earlier turns of a job)
-  evaluates only the rest.
+* **Prefix reuse.** A context keeps the KV cache of its last prompt: a request that shares a
+  prefix with it (the agent's system prompt, tool declarations and examples, the earlier turns
+  of a job, the code a tool asks to continue) evaluates only the rest. Each slot has a chat
+  context and two smaller text contexts (`_Contexts`), so completions do not evict the agent's
+  chat prefix, and a request takes the idle context that holds most of its prompt.
 
 llama-cpp-python is an optional dependency (`pip install 'remora[local]'`); this module imports
 it only when a model is loaded, so Remora works without it.
@@ -45,14 +47,13 @@ import importlib
 import importlib.util
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.from_thread
@@ -203,6 +204,17 @@ class _Generation:
     stats: EngineStats = field(default_factory=EngineStats)
 
 
+_Use = Literal["chat", "text"]
+_USES: tuple[_Use, ...] = ("chat", "text")
+_TEXT_CONTEXTS_PER_SLOT = 2
+"""As many as jobs in flight (`recommended_concurrency`): two jobs whose completions take turns
+each find their own code still in a context. A chat context per slot is enough: after the
+observations most jobs make one chat request, which reuses the agent's shared prefix."""
+TEXT_N_CTX = 2048
+"""Tokens of context for text completions (code and a few sentences); a longer prompt is
+continued in a chat context. A context costs about 200 MB at 8192 tokens, 90 MB at 2048."""
+
+
 class _Slot:
     """One llama.cpp model instance with its context. Used by one thread at a time."""
 
@@ -218,6 +230,9 @@ class _Slot:
         self._token_data = np.dtype(_TOKEN_DATA_FIELDS, align=True)
         self._prompt_positions = 0
         """Cache positions filled by prompt evaluation (reusable), not by generation."""
+        self.used = 0
+        """When this context was last taken (a count of takes), for least-recently-used."""
+        self.use: _Use = "chat"
 
     def close(self) -> None:
         self.llm.close()
@@ -271,6 +286,14 @@ class _Slot:
         text = out.decode("utf-8", errors="replace")
         return _Generation(text, len(prompt), completion, finish, stats)
 
+    def reusable(self, prompt: list[int]) -> int:
+        """How many leading prompt tokens this context already holds from an earlier prompt."""
+        llm = self.llm
+        held = np.asarray(llm.input_ids[: min(llm.n_tokens, self._prompt_positions)])
+        size = max(0, min(len(held), len(prompt) - 1))
+        differ = np.flatnonzero(held[:size] != np.asarray(prompt[:size], dtype=held.dtype))
+        return int(differ[0]) if differ.size else size
+
     def _prime(self, prompt: list[int], check_cancelled: Callable[[], None] = lambda: None) -> int:
         """Bring the context to `prompt`, reusing what it already holds; return the number of
         prompt tokens evaluated.
@@ -285,11 +308,7 @@ class _Slot:
         the last prompt token is evaluated again: its logits are what the first sample needs.
         """
         llm = self.llm
-        held = np.asarray(llm.input_ids[: min(llm.n_tokens, self._prompt_positions)])
-        size = min(len(held), len(prompt) - 1)
-        wanted = np.asarray(prompt[:size], dtype=held.dtype)
-        differ = np.flatnonzero(held[:size] != wanted)
-        keep = (int(differ[0]) if differ.size else size) // _EVAL_CHUNK * _EVAL_CHUNK
+        keep = self.reusable(prompt) // _EVAL_CHUNK * _EVAL_CHUNK
         memory = self.llama.llama_get_memory(llm.ctx)
         if keep > 0 and self.llama.llama_memory_seq_rm(memory, 0, keep, -1):
             llm.n_tokens = keep
@@ -434,6 +453,56 @@ def _stop_at(
     return None
 
 
+class _Contexts:
+    """The idle contexts, by use. Chat prompts and text completions keep separate KV caches, so
+    a job's completions do not evict the agent's shared chat prefix (system prompt, tool
+    declarations, examples), and a request gets the idle context holding the longest prefix
+    of its prompt: jobs taking turns do not evict each other's conversation or code."""
+
+    def __init__(self) -> None:
+        self._idle: dict[_Use, list[_Slot]] = {use: [] for use in _USES}
+        self._count = 0
+        self._uses = 0
+        self._changed = threading.Condition()
+
+    def add(self, use: _Use, slot: _Slot) -> None:
+        slot.use = use
+        with self._changed:
+            self._idle[use].append(slot)
+            self._count += 1
+
+    def take(self, use: _Use, prompt_text: str, max_tokens: int) -> tuple[_Slot, list[int]]:
+        with self._changed:
+            idle = self._idle[use]
+            if not idle:
+                raise ModelError("the local model was closed")
+            prompt = idle[0].tokenize(prompt_text)
+            if use == "text" and len(prompt) + max_tokens > idle[0].n_ctx:
+                idle = self._idle["chat"]  # one per slot, so one is idle as well
+            # The most whole chunks reused; without any, the context used least recently (so
+            # another job's conversation stays).
+            best = max(idle, key=lambda slot: (slot.reusable(prompt) // _EVAL_CHUNK, -slot.used))
+            idle.remove(best)
+            self._uses += 1
+            best.used = self._uses
+            return best, prompt
+
+    def give_back(self, slot: _Slot) -> None:
+        with self._changed:
+            self._idle[slot.use].append(slot)
+            self._changed.notify_all()
+
+    def take_all(self) -> list[_Slot]:
+        """Every context, once the generations in flight have given theirs back."""
+        with self._changed:
+            self._changed.wait_for(lambda: sum(map(len, self._idle.values())) == self._count)
+            slots = [slot for idle in self._idle.values() for slot in idle]
+            for idle in self._idle.values():
+                idle.clear()
+            self._count = 0
+            return slots
+
+
 @dataclass(order=True)
 class _Waiting:
     rank: tuple[int, int]
@@ -523,8 +592,7 @@ class LocalChatModel:
         self.load_seconds: float | None = None
         """Seconds the last load took (all slots), None before loading."""
         self.stats = EngineStats()
-        self._idle: queue.SimpleQueue[_Slot] = queue.SimpleQueue()
-        self._all: list[_Slot] = []
+        self._contexts = _Contexts()
         self._limiter = anyio.CapacityLimiter(slots)
         """Bounds the worker threads: one per slot."""
         self._order = _TurnOrder(slots)
@@ -553,9 +621,10 @@ class LocalChatModel:
             started = time.perf_counter()
             try:
                 for _ in range(self.slots):
-                    slot = _Slot(llama, self._new_llama(llama))
-                    self._all.append(slot)
-                    self._idle.put(slot)
+                    self._contexts.add("chat", _Slot(llama, self._new_llama(llama, self.n_ctx)))
+                    for _ in range(_TEXT_CONTEXTS_PER_SLOT):
+                        text = self._new_llama(llama, min(self.n_ctx, TEXT_N_CTX))
+                        self._contexts.add("text", _Slot(llama, text))
             except BaseException:
                 self._close_slots()
                 raise
@@ -569,11 +638,11 @@ class LocalChatModel:
             return self.load_seconds
         return await anyio.to_thread.run_sync(self.load_sync)
 
-    def _new_llama(self, llama: Any) -> Any:
+    def _new_llama(self, llama: Any, n_ctx: int) -> Any:
         if not self.path.is_file():
             raise ModelError(f"model file not found: {self.path}")
         kwargs = {
-            "n_ctx": self.n_ctx,
+            "n_ctx": n_ctx,
             # Prompts are evaluated in chunks of _EVAL_CHUNK: a larger batch would only reserve
             # logits for tokens never asked for (512 x 262k vocab x 4 B = 512 MB of address space).
             "n_batch": _EVAL_CHUNK,
@@ -602,10 +671,7 @@ class LocalChatModel:
             self.load_seconds = None
 
     def _close_slots(self) -> None:
-        slots, self._all = self._all, []
-        for _ in slots:
-            self._idle.get()  # a slot in use comes back when its generation ends
-        for slot in slots:
+        for slot in self._contexts.take_all():
             slot.close()
 
     # -- ChatModel ----------------------------------------------------------------------------
@@ -630,6 +696,7 @@ class LocalChatModel:
             generation = await anyio.to_thread.run_sync(
                 partial(
                     self._generate_in_thread,
+                    "chat",
                     prompt,
                     constraint,
                     max_tokens=request.max_tokens,
@@ -648,6 +715,7 @@ class LocalChatModel:
             generation = await anyio.to_thread.run_sync(
                 partial(
                     self._generate_in_thread,
+                    "text",
                     "<bos>" + request.prompt,
                     None,
                     max_tokens=request.max_tokens,
@@ -684,6 +752,7 @@ class LocalChatModel:
 
     def _generate_in_thread(
         self,
+        use: _Use,
         prompt_text: str,
         grammar: str | None,
         *,
@@ -691,14 +760,10 @@ class LocalChatModel:
         temperature: float,
         stops: Sequence[bytes] = (),
     ) -> _Generation:
+        # The limiter lets in no more threads than there are slots, so a context is idle unless
+        # the model was closed while this request waited.
+        slot, prompt = self._contexts.take(use, prompt_text, max_tokens)
         try:
-            # The limiter lets in no more threads than there are slots: one is idle, unless
-            # the model was closed while this request waited.
-            slot = self._idle.get_nowait()
-        except queue.Empty:
-            raise ModelError("the local model was closed") from None
-        try:
-            prompt = slot.tokenize(prompt_text)
             room = slot.n_ctx - len(prompt)
             if room < 1:
                 raise ModelError(
@@ -715,7 +780,7 @@ class LocalChatModel:
                 stops=stops,
             )
         finally:
-            self._idle.put(slot)
+            self._contexts.give_back(slot)
         with self._stats_lock:
             self.stats.add(generation.stats)
         return generation
