@@ -258,3 +258,26 @@ def test_parallel_write_tests_calls_never_leave_the_module_changed(
         DEMO / "inventory" / "pricing.py"
     ).read_text()
     assert code == 1
+
+
+def test_a_call_that_does_not_repeat_under_pytest_is_dropped_and_the_rest_kept(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`argv_len(0)` gives the same answer in both pinning runs but another under the pytest run
+    that checks the file (its command line differs): it is dropped, `argv_len(2)` is kept, and
+    the file that lands passes under the real pytest."""
+    (demo / "inventory" / "argv.py").write_text(
+        "import sys\n\n\ndef argv_len(n: int) -> int:\n    return n if n else len(sys.argv)\n"
+    )
+    code, report, _ = analyze(
+        "inventory/argv.py", {"argv_len": ["2)", "0)"]}, capsys, "--fix", *FAST
+    )
+    (result,) = report["results"]
+    assert result["status"] == "success", result["error"]
+    assert result["summary"].endswith("; 1 dropped: they did not repeat")
+    written = demo / "tests" / "test_argv_argv_len.py"
+    text = written.read_text()
+    assert "argv_len(2) == 2" in text and "argv_len(0)" not in text
+    done = pytest_direct(written, demo.parent)
+    assert done.returncode == 0, done.stdout
+    assert code == 1  # the TST100 finding on the untested function
