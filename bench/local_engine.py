@@ -164,7 +164,8 @@ async def measure(config: dict[str, Any]) -> dict[str, Any]:
     from remora.agents.definition import load_agent
     from remora.config import ModelProfileName, RemoraSettings, RunnerSettings
     from remora.discovery import discover_nodes
-    from remora.models.resolve import LocalSettings, open_local_model
+    from remora.config import LocalSettings
+    from remora.models.resolve import open_local_model
     from remora.orchestrator import plan_jobs, run_jobs
 
     started = time.perf_counter()

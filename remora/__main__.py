@@ -7,6 +7,7 @@ import contextlib
 import os
 import sys
 
+from remora.errors import ExitCode
 from remora.signals import exit_code, terminate_as_interrupt
 
 
@@ -18,7 +19,7 @@ def run() -> int:
             return exit_code(interrupt)
         except Exception as exc:  # a broken installation: exit 2 (error), not 1 (findings)
             sys.stderr.write(f"remora: error: cannot start: {type(exc).__name__}: {exc}\n")
-            return 2
+            return ExitCode.ERROR
         return main()
 
 

@@ -14,9 +14,9 @@ from rich.markup import escape
 
 from remora import __version__
 from remora.atomic import write_text_atomic
+from remora.errors import UserInputError
 from remora.fingerprint import finding_fingerprint
 from remora.results import JobResult
-from remora.yamlfile import UserInputError
 
 
 class Baseline:

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from remora.discovery.nodes import Node
-from remora.yamlfile import UserInputError
+from remora.errors import UserInputError
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
 

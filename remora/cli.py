@@ -36,6 +36,7 @@ from remora.config import (
 )
 from remora.dashboard import cmd_dashboard, run_with_dashboard
 from remora.discovery import Discovery, DiscoveryError, discover_nodes
+from remora.errors import ExitCode, UserInputError
 from remora.events import Events
 from remora.models.engine import server_model
 from remora.models.local import INSTALL_HINT, LocalChatModel
@@ -58,9 +59,6 @@ from remora.shard import parse_shard, select_shard
 from remora.signals import Terminated, exit_code, terminate_as_interrupt
 from remora.suppressions import Suppressions
 from remora.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
-from remora.yamlfile import UserInputError
-
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -76,7 +74,7 @@ def warn(message: str) -> None:
 
 def fail(message: str) -> int:
     stderr.print(f"[red]remora: error:[/] {escape(message)}")
-    return EXIT_ERROR
+    return ExitCode.ERROR
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -425,7 +423,7 @@ def run_command(args: argparse.Namespace) -> int:
             source = loaded.config_file or "no config file; defaults"
             stderr.print(f"remora: configuration from {escape(str(source))}")
             sys.stdout.write(render_settings(loaded.settings, args.format))
-            return EXIT_OK
+            return ExitCode.OK
         if args.command == "list-agents":
             return cmd_list_agents(args, loaded)
         if args.command == "models":
@@ -501,7 +499,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps([node.public_fields() for node in found.nodes], indent=2))
         sys.stdout.write("\n")
-        return EXIT_OK
+        return ExitCode.OK
     table = Table(show_edge=False, pad_edge=False)
     for column in ("file", "lines", "type", "qualified name"):
         table.add_column(column)
@@ -510,7 +508,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         table.add_row(escape(node.file), lines, node.type.value, escape(node.qualified_name))
     stdout_console().print(table)
     stderr.print(f"{len(found.nodes)} nodes in {len(found.files)} files")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_list_agents(args: argparse.Namespace, loaded: LoadedSettings) -> int:
@@ -532,7 +530,7 @@ def cmd_list_agents(args: argparse.Namespace, loaded: LoadedSettings) -> int:
         )
     if args.format == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
-        return EXIT_OK
+        return ExitCode.OK
     table = Table(show_edge=False, pad_edge=False)
     for column in ("agent", "enabled", "source", "tools", "requires", "description"):
         table.add_column(column, overflow="fold")
@@ -547,7 +545,7 @@ def cmd_list_agents(args: argparse.Namespace, loaded: LoadedSettings) -> int:
             escape(str(row["description"])),
         )
     stdout_console().print(table)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_analyze(args: argparse.Namespace, loaded: LoadedSettings) -> int:
@@ -722,17 +720,17 @@ async def analyze_async(args: argparse.Namespace, loaded: LoadedSettings, events
         for failure in applied.failed:
             fail(f"could not write {failure}")
         if applied.conflicts:
-            exit_code = max(exit_code, EXIT_FINDINGS)
+            exit_code = max(exit_code, ExitCode.FINDINGS)
         if applied.applied and args.exit_non_zero_on_fix:
-            exit_code = max(exit_code, EXIT_FINDINGS)
+            exit_code = max(exit_code, ExitCode.FINDINGS)
         if applied.failed:
-            exit_code = EXIT_ERROR
+            exit_code = ExitCode.ERROR
         events.emit("changes_applied", files=applied.applied, conflicts=applied.conflicts)
     events.emit(
         "run_finished", summary=summary.model_dump(), duration_s=time.perf_counter() - started
     )
-    if args.exit_zero and exit_code == EXIT_FINDINGS:
-        return EXIT_OK
+    if args.exit_zero and exit_code == ExitCode.FINDINGS:
+        return ExitCode.OK
     return exit_code
 
 
@@ -832,7 +830,7 @@ def cmd_models_pull(loaded: LoadedSettings) -> int:
     except ModelError as exc:
         return fail(exc.message)
     sys.stdout.write(f"{path}\n")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_check_server(args: argparse.Namespace, loaded: LoadedSettings) -> int:
@@ -853,7 +851,7 @@ def cmd_check_server(args: argparse.Namespace, loaded: LoadedSettings) -> int:
         )
     )
     sys.stdout.write(render_text(report))
-    return EXIT_OK if report.ok else EXIT_ERROR
+    return ExitCode.OK if report.ok else ExitCode.ERROR
 
 
 def cache_dir(loaded: LoadedSettings) -> Path:
@@ -867,7 +865,7 @@ def cmd_clean(loaded: LoadedSettings) -> int:
     except ValueError as exc:
         return fail(str(exc))
     stderr.print(f"remora: {'removed' if removed else 'no cache at'} {escape(str(directory))}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_tool_check(args: argparse.Namespace, loaded: LoadedSettings) -> int:
@@ -884,7 +882,7 @@ def cmd_tool_check(args: argparse.Namespace, loaded: LoadedSettings) -> int:
         sys.stdout.write(problem + "\n")
     tools = sum(len(agent.tools) for agent in agents)
     stderr.print(f"remora: checked {tools} tools of {len(agents)} agents: {len(problems)} problems")
-    return EXIT_FINDINGS if problems else EXIT_OK
+    return ExitCode.FINDINGS if problems else ExitCode.OK
 
 
 def cmd_tool_run(args: argparse.Namespace, loaded: LoadedSettings) -> int:
@@ -908,7 +906,7 @@ def cmd_tool_run(args: argparse.Namespace, loaded: LoadedSettings) -> int:
             stderr.out(change.diff, highlight=False, end="")
     finally:
         workspace.close()
-    return EXIT_OK if outcome.ok else EXIT_FINDINGS
+    return ExitCode.OK if outcome.ok else ExitCode.FINDINGS
 
 
 def report_errors(results: list[JobResult], limit: int = 20) -> None:

@@ -27,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from remora.errors import ExitCode
 from remora.events import Events
 from remora.signals import exit_code
 
@@ -522,13 +523,13 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     if args.window <= 0:
         console.print("[red]remora: error:[/] --window must be more than 0 seconds")
-        return 2
+        return ExitCode.ERROR
     if args.events == "-" and sys.stdin.isatty():
         console.print(
             "[red]remora: error:[/] no event stream: give --events FILE, or pipe one in, e.g. "
             "remora analyze PATH --events - 2>&1 >/dev/null | remora dashboard"
         )
-        return 2
+        return ExitCode.ERROR
     source = "standard input" if args.events == "-" else args.events
     state = DashboardState(window_s=args.window)
     follower = (
@@ -546,7 +547,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         return exit_code(interrupt)
     finally:
         follower.close()
-    return 0
+    return ExitCode.OK
 
 
 def read_to_end(follower: Follower, state: DashboardState) -> None:

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from remora.discovery.nodes import Node
+from remora.errors import ExitCode
 
 
 class JobStatus(StrEnum):
@@ -162,7 +163,7 @@ class RunSummary(BaseModel):
         """ruff's contract: 2 when something could not be analysed, 1 when there is something to
         look at (findings or agents that did not finish), else 0."""
         if self.error:
-            return 2
+            return ExitCode.ERROR
         if self.findings or self.failed:
-            return 1
-        return 0
+            return ExitCode.FINDINGS
+        return ExitCode.OK

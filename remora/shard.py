@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import TypeVar
 
-from remora.yamlfile import UserInputError
+from remora.errors import UserInputError
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+from remora.errors import ExitCode
 
 
 class Terminated(KeyboardInterrupt):
@@ -34,4 +34,4 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 
 def exit_code(interrupt: KeyboardInterrupt) -> int:
-    return EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED
+    return ExitCode.TERMINATED if isinstance(interrupt, Terminated) else ExitCode.INTERRUPTED

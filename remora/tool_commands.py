@@ -11,11 +11,11 @@ from remora.agents.toolscript import Tool
 from remora.config import RemoraSettings
 from remora.discovery import discover_nodes
 from remora.discovery.nodes import Node
+from remora.errors import UserInputError
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions, injected_context
 from remora.workspace import Workspace
-from remora.yamlfile import UserInputError
 
 
 async def check_tools(agents: list[Agent]) -> list[str]:

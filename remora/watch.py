@@ -26,7 +26,6 @@ from rich.markup import escape
 from watchfiles import DefaultFilter, awatch
 
 from remora.cli import (
-    EXIT_ERROR,
     analyze_async,
     build_parser,
     cache_dir,
@@ -36,9 +35,9 @@ from remora.cli import (
 )
 from remora.config import LoadedSettings
 from remora.discovery.walk import iter_python_files
+from remora.errors import ExitCode, UserInputError
 from remora.events import Events
 from remora.signals import exit_code
-from remora.yamlfile import UserInputError
 
 Batch = set[str]
 """Absolute paths that changed in one burst."""
@@ -194,7 +193,7 @@ class Watcher:
             f"{tally.jobs - tally.cached} of {tally.jobs} jobs ran ({tally.requests} model "
             f"requests), {tally.cached} from the cache; {tally.findings} findings; exit code "
             f"{code}.{'' if last else ' Watching for changes.'}",
-            style="red" if code == EXIT_ERROR else None,
+            style="red" if code == ExitCode.ERROR else None,
         )
         if self.on_run is not None:
             self.on_run(number, tally)

@@ -10,16 +10,11 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from remora.errors import UserInputError
+
 MAX_EXPANDED_NODES = 100_000
 """Most nodes a document may hold once its aliases are expanded. A configuration or an agent
 definition holds hundreds; nine levels of lists of nine aliases ("billion laughs") hold 9**9."""
-
-
-class UserInputError(Exception):
-    """Bad input from the user (a config file, an agent definition, a flag): exit code 2.
-
-    The message is complete and meant to be printed as it is.
-    """
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import pytest
 
 from remora.cli import main
 from remora.config import load_settings
-from remora.yamlfile import UserInputError
+from remora.errors import UserInputError
 
 
 def test_defaults_without_any_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -268,7 +268,7 @@ def test_agent_templates_render_in_jinja2s_sandbox(tmp_path: Path) -> None:
             )
         },
     )
-    from remora.yamlfile import UserInputError
+    from remora.errors import UserInputError
 
     with pytest.raises(UserInputError, match="node_context: cannot render template"):
         load_agent(agent_dir / "agent.yaml", model="m")

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from remora.agents.definition import load_agent
 from remora.config import CommandSettings, ModelProfileName, RunnerSettings, load_settings
 from remora.discovery import discover_nodes
+from remora.errors import UserInputError
 from remora.protocol import functiongemma as fg
 from remora.protocol.messages import ToolCall
 from remora.protocol.profiles import PROFILES
@@ -22,7 +23,6 @@ from remora.runner import BadCall, FunctionGemmaRunner
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
 from remora.workspace import Workspace
-from remora.yamlfile import UserInputError
 
 FUZZ = settings(
     max_examples=150,

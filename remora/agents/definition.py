@@ -24,9 +24,10 @@ from remora.agents.toolscript import (
 )
 from remora.config import SandboxLimits
 from remora.discovery.nodes import Node, NodeType
+from remora.errors import UserInputError
 from remora.protocol.messages import Message, ModelReply, ToolCall, tool_message
 from remora.sandbox.limits import Limits, resolve_limits
-from remora.yamlfile import UserInputError, YamlFile, validation_messages
+from remora.yamlfile import YamlFile, validation_messages
 
 
 class ToolRef(Strict):

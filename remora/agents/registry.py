@@ -15,7 +15,7 @@ from remora.agents.definition import (
     load_tools,
 )
 from remora.config import LoadedSettings
-from remora.yamlfile import UserInputError
+from remora.errors import UserInputError
 
 DEFINITION_FILE = "agent.yaml"
 

