@@ -220,7 +220,6 @@ class LocalSettings(BaseModel):
     """The GGUF file in that repository."""
 
 
-
 class RemoraSettings(BaseSettings):
     # Only explicit data is validated here: env, file and flags are merged by `load_settings`,
     # which needs to know where each value came from to name it in errors.
