@@ -9,9 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rich.console import Console
-from rich.markup import escape
-
 from remora import __version__
 from remora.atomic import write_text_atomic
 from remora.errors import UserInputError
@@ -45,19 +42,18 @@ class Baseline:
         self.hidden += len(result.findings) - len(kept)
         result.findings = kept
 
-    def report(self, path: Path, results: list[JobResult], console: Console) -> None:
-        """Write the baseline if this run recorded it; say what it hid."""
+    def report(self, path: Path, results: list[JobResult]) -> str | None:
+        """Write the baseline if this run recorded it; what to tell the user, if anything."""
         if self.known is None:
             fingerprints = sorted({finding_fingerprint(r, f) for r in results for f in r.findings})
             document = {"remora": __version__, "fingerprints": fingerprints}
             write_text_atomic(path, json.dumps(document, indent=2) + "\n")
-            console.print(
-                f"remora: recorded {len(fingerprints)} findings in the baseline "
-                f"{escape(str(path))}; later runs report only new ones"
-            )
             for result in results:
                 result.findings = []
-        elif self.hidden:
-            console.print(
-                f"remora: {self.hidden} findings hidden by the baseline {escape(str(path))}"
+            return (
+                f"recorded {len(fingerprints)} findings in the baseline {path}; later runs "
+                "report only new ones"
             )
+        if self.hidden:
+            return f"{self.hidden} findings hidden by the baseline {path}"
+        return None

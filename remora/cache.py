@@ -27,15 +27,9 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
-import shutil
 import stat
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
-from importlib import metadata
-from importlib.util import find_spec
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from pydantic import BaseModel, ValidationError
@@ -43,21 +37,13 @@ from pydantic import BaseModel, ValidationError
 from remora import __version__
 from remora.agents.definition import Agent
 from remora.atomic import write_bytes_at
-from remora.config import CommandSettings, RemoraSettings
-from remora.discovery.cache import layout_problem
+from remora.cache_folder import CACHEDIR_TAG, GITIGNORE, RESULTS
+from remora.config import RemoraSettings
 from remora.discovery.nodes import Node
 from remora.discovery.walk import DEFAULT_EXCLUDES
+from remora.program_versions import program_versions
 from remora.results import Change, Finding, JobResult, JobStatus
-from remora.sandbox.commands import FIXED_ENV, PASSED_ENV
 
-CACHEDIR_TAG = (
-    "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This file is a cache directory tag created by Remora.\n"
-    "# For information about cache directory tags, see https://bford.info/cachedir/\n"
-)
-GITIGNORE = "# Created by Remora.\n*\n"
-RESULTS = "results"
-VERSION_TIMEOUT_S = 10.0
 """How long `PROGRAM --version` may take before the program is identified by its bytes."""
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEWLINES = ("\n", "\r\n", "\r")
@@ -288,110 +274,6 @@ class ResultCache:
             found += self._folder(parent, top)
         self._folders[folder, top] = found
         return found
-
-
-def cache_dir_problem(directory: Path) -> str | None:
-    """Why `directory` cannot hold Remora's caches (a file is in the way), or None. A folder
-    that does not exist yet is fine: it is created when the first result is stored."""
-    hint = "remove it, choose another folder with --cache-dir (cache_dir), or pass --no-cache"
-    if os.path.lexists(directory) and not directory.is_dir():
-        return f"cache folder {directory} exists and is not a folder: {hint}"
-    above = directory.parent
-    while not os.path.lexists(above) and above != above.parent:
-        above = above.parent
-    if not above.is_dir():
-        return f"cache folder {directory} cannot be created: {above} is not a folder: {hint}"
-    results = directory / RESULTS
-    if os.path.lexists(results) and not results.is_dir():
-        return f"{results} (the result cache) is not a folder: {hint}"
-    return layout_problem(directory, hint)
-
-
-def program_versions(commands: CommandSettings) -> dict[str, str]:
-    """What identifies each program tools may run: `PROGRAM --version` for executables
-    (looked up as `run_command` does), the installed distribution's version for `python -m`
-    modules. Nothing machine-specific (no paths), so a cache restored in CI still answers."""
-    versions = {"python": platform.python_version()}
-    for name in commands.allowed:
-        if name != "python":  # run_command("python", ...) runs only the modules below
-            versions[name] = executable_version(find_executable(name))
-    for module in commands.python_modules:
-        versions[f"python -m {module}"] = module_version(module)
-    return versions
-
-
-def find_executable(name: str) -> str | None:
-    """Where `run_command(name, ...)` finds `name`: next to Remora's Python, then on PATH."""
-    return shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
-
-
-def executable_version(path: str | None) -> str:
-    """`PROGRAM --version`, else (no answer) a hash of the program's bytes."""
-    if path is None:
-        return "not installed"
-    return _ask_version(path) or _content_hash(path)
-
-
-def _ask_version(path: str) -> str | None:
-    env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
-    with tempfile.TemporaryDirectory(prefix="remora-version-") as scratch:
-        env.update(FIXED_ENV, HOME=scratch)
-        try:
-            done = subprocess.run(
-                [path, "--version"],
-                cwd=scratch,  # not the project: its configuration is keyed separately
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=VERSION_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-    output = (done.stdout.strip() or done.stderr.strip()).decode("utf-8", "replace")
-    return output[:500] if done.returncode == 0 and output else None
-
-
-def _content_hash(path: str) -> str:
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        return f"not readable: {exc.strerror}"
-    return f"sha256:{digest.hexdigest()}"
-
-
-def module_version(module: str) -> str:
-    top = module.partition(".")[0]
-    try:
-        return f"{module} {metadata.version(top)}"
-    except (metadata.PackageNotFoundError, ValueError):
-        pass
-    names = sorted(set(metadata.packages_distributions().get(top, [])))
-    if names:
-        versions = []
-        for name in names:
-            with contextlib.suppress(metadata.PackageNotFoundError):
-                versions.append(f"{name} {metadata.version(name)}")
-        return ", ".join(versions)
-    try:
-        return "not installed" if find_spec(top) is None else "no version"
-    except (ImportError, ValueError):
-        return "not installed"
-
-
-def clean(directory: Path) -> bool:
-    """Delete a Remora cache directory; refuses a folder that is not tagged as one."""
-    if not directory.exists():
-        return False
-    if not (directory / "CACHEDIR.TAG").is_file():
-        raise ValueError(
-            f"{directory} has no CACHEDIR.TAG; not deleting a folder Remora did not make"
-        )
-    shutil.rmtree(directory)
-    return True
 
 
 def _trusted(cached: CachedResult, agent: Agent, node: Node) -> bool:

@@ -1,8 +1,10 @@
-"""Every node x agent job in one task group under one capacity limit."""
+"""Every node x agent job in one task group under one capacity limit: the one owner of the
+result cache during a run (look-ups, answers, stores, eviction) and of every job event."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -28,24 +30,88 @@ def plan_jobs(agents: Sequence[Agent], nodes: Sequence[Node]) -> list[Job]:
     return [(agent, node) for agent in agents for node in nodes if agent.handles(node)]
 
 
+ModelOpener = Callable[[], AbstractAsyncContextManager[ChatModel]]
+"""Opens the model (loads the engine, checks the server) only when some job needs it."""
+
+
 async def run_jobs(
     jobs: Sequence[Job],
     *,
-    model: ChatModel,
+    model: ChatModel | None = None,
+    open_model: ModelOpener | None = None,
     settings: RemoraSettings,
     root: Path,
     keep_workspaces: bool = False,
     cache: ResultCache | None = None,
     events: Events = NO_EVENTS,
     on_result: Callable[[JobResult], None] | None = None,
+    on_planned: Callable[[int, int], None] | None = None,
 ) -> list[JobResult]:
     """Run every job; a job that crashes becomes an `error` result and never stops the others.
 
-    Results come back in job order whatever order they finished in. Successful results are
-    stored in `cache` (looking jobs up is the caller's business: it decides whether a server
-    is needed at all).
+    Jobs the `cache` can answer are answered from it; the model (`model`, or the one
+    `open_model` opens) is asked only when some job is left. `on_planned(pending, cached)` is
+    called once the cache was looked up, before any job event. Results come back in job order
+    whatever order they finished in; `on_result` gets each as it is final, and every job's
+    events are emitted here.
     """
+    if (model is None) == (open_model is None):
+        raise TypeError("run_jobs needs exactly one of model and open_model")
     results: list[JobResult | None] = [None] * len(jobs)
+    for index, (agent, node) in enumerate(jobs):
+        if cache is not None and (hit := cache.get(agent, node, root)) is not None:
+            results[index] = hit
+    pending = [index for index, result in enumerate(results) if result is None]
+    if on_planned is not None:
+        on_planned(len(pending), len(jobs) - len(pending))
+    for index, hit in enumerate(results):
+        if hit is not None:
+            agent = jobs[index][0]
+            if on_result is not None:
+                on_result(hit)
+            emit_finished(events.for_job(job_id(agent, hit.node), hit.node.id, agent.name), hit)
+    if not pending:
+        return [result for result in results if result is not None]
+    if cache is not None:
+        cache.prepare()
+    opened = given(model) if model is not None else open_model()  # type: ignore[misc]
+    async with opened as chat_model:
+        await _run_pending(
+            jobs,
+            pending,
+            results,
+            model=chat_model,
+            settings=settings,
+            root=root,
+            keep_workspaces=keep_workspaces,
+            cache=cache,
+            events=events,
+            on_result=on_result,
+        )
+    if cache is not None:
+        cache.evict()
+    return [result for result in results if result is not None]
+
+
+@asynccontextmanager
+async def given(model: ChatModel) -> AsyncIterator[ChatModel]:
+    """A model the caller opened (and closes)."""
+    yield model
+
+
+async def _run_pending(
+    jobs: Sequence[Job],
+    pending: list[int],
+    results: list[JobResult | None],
+    *,
+    model: ChatModel,
+    settings: RemoraSettings,
+    root: Path,
+    keep_workspaces: bool,
+    cache: ResultCache | None,
+    events: Events,
+    on_result: Callable[[JobResult], None] | None,
+) -> None:
     limiter = anyio.CapacityLimiter(settings.concurrency)
     commands = CommandRunner(settings.sandbox.commands)
 
@@ -88,12 +154,12 @@ async def run_jobs(
                 on_result(result)
 
         async with anyio.create_task_group() as group:
-            for index, (agent, node) in enumerate(jobs):
+            for index in pending:
+                agent, node = jobs[index]
                 events.emit(
                     "job_queued", job_id=job_id(agent, node), node_id=node.id, agent=agent.name
                 )
                 group.start_soon(run_one, index, agent, node)
-    return [result for result in results if result is not None]
 
 
 def job_id(agent: Agent, node: Node) -> str:

@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 
-from remora.cache import ResultCache, cache_dir_problem, find_executable, program_versions
+from remora.cache import ResultCache
+from remora.cache_folder import cache_dir_problem
 from remora.cli import main
 from remora.config import CommandSettings, load_settings
 from remora.discovery import discover_nodes
 from remora.discovery.cache import DefinitionCache, content_key, encode_entry
 from remora.models.scripted import CallEveryTool, ScriptedModelServer, tool_call
+from remora.program_versions import find_executable, program_versions
 from remora.results import JobResult, JobStatus
 from remora.sandbox.commands import CommandRunner
 from tests.conftest import write_files

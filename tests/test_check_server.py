@@ -17,13 +17,8 @@ from remora.models.scripted import (
     text,
     tool_call,
 )
-from remora.server_check import (
-    PROBE_TOOL_NAME,
-    CheckLine,
-    CheckReport,
-    check_server,
-    render_text,
-)
+from remora.server_check import CheckLine, CheckReport, check_server, render_text
+from remora.server_probe import PROBE_TOOL_NAME
 
 pytestmark = pytest.mark.anyio
 

@@ -26,15 +26,9 @@ import pytest
 from rich.console import Console
 
 from remora.cli import main
-from remora.dashboard import (
-    STATUSES,
-    DashboardState,
-    EventFileFollower,
-    StreamFollower,
-    follow,
-    render,
-    show_following,
-)
+from remora.dashboard.followers import EventFileFollower, StreamFollower, follow
+from remora.dashboard.state import STATUSES, DashboardState
+from remora.dashboard.view import render, show_following
 from remora.models.scripted import (
     CallEveryTool,
     DelayedReply,

@@ -335,7 +335,7 @@ def test_an_internal_error_exits_2_with_one_line_even_with_exit_zero(
         raise RuntimeError("renderer broke\nsecond line")
 
     monkeypatch.delenv("REMORA_DEBUG", raising=False)
-    monkeypatch.setattr("remora.cli.render_report", broken)
+    monkeypatch.setattr("remora.cli.analyze.render_report", broken)
     code, _ = analyze("--exit-zero", "--no-cache")
     err = capsys.readouterr().err
     assert code == 2

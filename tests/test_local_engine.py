@@ -26,13 +26,12 @@ from remora.discovery import discover_nodes
 from remora.discovery.nodes import Node
 from remora.models import resolve
 from remora.models.local import TEXT_N_CTX, LocalChatModel, _TurnOrder
+from remora.config import LocalSettings
+from remora.models.pull import PullError, pull_functiongemma
 from remora.models.resolve import (
-    LocalSettings,
     ModelNotFoundError,
-    PullError,
     find_models,
     open_local_model,
-    pull_functiongemma,
     resolve_model,
     select_engine,
 )

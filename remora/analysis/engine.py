@@ -1,0 +1,103 @@
+"""Which model answers the run: the embedded engine or a server. The choice is a value (the
+model, the name every agent asks for, the run's effective settings); nothing is assigned to the
+loaded settings."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from remora.agents.definition import Agent
+from remora.config import LoadedSettings, ModelProfileName, RemoraSettings
+from remora.errors import RunFailed, UserInputError
+from remora.models.engine import server_model
+from remora.models.local import INSTALL_HINT, LocalChatModel
+from remora.models.openai_client import SERVER_DOCS
+from remora.models.resolve import open_local_model, select_engine
+from remora.models.router import Replica, ReplicaRouter
+from remora.protocol.messages import ChatModel, ModelError
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    settings: RemoraSettings
+    """The run's settings: the loaded ones, with what the engine decides (profile, concurrency)."""
+    local: LocalChatModel | None = None
+    """The embedded engine, not loaded yet; None: a server answers."""
+    model_name: str | None = None
+    """What every agent asks for (the local model's identity, so cached results never mix
+    engines); None: each agent's configured model."""
+    description: str = ""
+    """The local model file and where it came from, said once to the user."""
+
+
+def choose_engine(loaded: LoadedSettings) -> EngineChoice:
+    """The embedded engine gets the profile whose grammar forces a named submit_result, and the
+    concurrency it can serve unless the user set one."""
+    settings = loaded.settings
+    urls = settings.server.base_urls
+    if select_engine(settings.engine, base_url=urls[0] if urls else None) != "local":
+        return EngineChoice(settings)
+    try:
+        model, resolved = open_local_model(settings.local, base_dir=loaded.base_dir)
+    except ModelError as exc:
+        raise RunFailed(exc.message) from exc
+    runner = settings.runner
+    if runner.model_profile is ModelProfileName.AUTO:
+        runner = runner.model_copy(update={"model_profile": ModelProfileName.FUNCTIONGEMMA_KIT})
+    user_set = any("concurrency" in layer for layer in loaded.layers.values())
+    concurrency = settings.concurrency if user_set else model.recommended_concurrency
+    effective = settings.model_copy(update={"runner": runner, "concurrency": concurrency})
+    return EngineChoice(effective, model, resolved.identity, resolved.description)
+
+
+@asynccontextmanager
+async def opened_model(
+    choice: EngineChoice,
+    agents: Sequence[Agent],
+    *,
+    say: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> AsyncIterator[ChatModel]:
+    """The model, ready to answer: the embedded engine loaded, or a server that was asked once
+    for its models (an unreachable server is one error, not one per job). Closed on exit."""
+    settings = choice.settings
+    model: LocalChatModel | Replica
+    if choice.local is not None:
+        model = choice.local
+        seconds = await model.load()
+        say(f"model loaded in {seconds:.1f} s")
+    elif settings.server.base_url:
+        model = server_model(settings.server, connections=settings.concurrency)
+    else:
+        raise RunFailed(
+            "no model server configured and no embedded engine installed. Either start a "
+            f"server (e.g. vLLM serving {settings.server.model}) and pass --base-url "
+            "http://127.0.0.1:8000/v1 (or server.base_url, REMORA_SERVER__BASE_URL; see "
+            f"{SERVER_DOCS}), or install the embedded CPU engine: {INSTALL_HINT} "
+            "(docs/LOCAL_ENGINE.md)"
+        )
+    try:
+        if not isinstance(model, LocalChatModel):  # the embedded engine answers to any name
+            await check_served(model, agents, warn)
+        yield model
+    finally:
+        await model.aclose()
+
+
+async def check_served(
+    model: Replica, agents: Sequence[Agent], warn: Callable[[str], None]
+) -> None:
+    served = await model.list_models()
+    if isinstance(model, ReplicaRouter):
+        for replica in model.stats():
+            if replica.down or replica.excluded:
+                warn(f"replica {replica.base_url} skipped: {replica.last_error}")
+    missing = sorted({agent.model for agent in agents} - set(served))
+    if served and missing:
+        raise UserInputError(
+            f"the server at {model.base_url} does not serve {', '.join(missing)}; it serves: "
+            f"{', '.join(served)}. Set server.model (--model) or agents.<name>.model to one of "
+            "those"
+        )

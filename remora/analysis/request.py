@@ -1,0 +1,76 @@
+"""What one analysis is asked to do, what it reports while it runs, and what it gives back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from remora.agents.definition import Agent
+from remora.apply import ApplyReport
+from remora.results import Change, JobResult, RunSummary
+
+Edits = Literal["report", "diff", "fix"]
+"""What happens to the changes of successful jobs: nothing (they are in the report), collected
+for a combined patch, or applied to the user's files."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyzeRequest:
+    """One run, as `remora analyze` flags or `remora watch` describe it. Settings (server,
+    engine, concurrency, cache folder) come from the loaded configuration, flags included."""
+
+    paths: tuple[Path, ...]
+    agents: tuple[str, ...] = ()
+    """Agents to run, enabled or not; empty: every enabled agent."""
+    use_cache: bool = True
+    diff_base: str | None = None
+    """Only nodes whose lines differ from this git revision (plus untracked files)."""
+    staged: bool = False
+    """Only nodes with staged changes."""
+    baseline: Path | None = None
+    shard: tuple[int, int] | None = None
+    """(index, total), 1-based."""
+    edits: Edits = "report"
+    unsafe_fixes: bool = False
+    keep_workspaces: bool = False
+
+
+def _ignore(_: object) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class AnalysisHooks:
+    """How a caller follows a run while it goes: results as they are final (a streamed report,
+    a progress bar), lines to show the user (`say`), and warnings."""
+
+    result: Callable[[JobResult], None] = _ignore
+    started: Callable[[int], None] = _ignore
+    """Called with the number of jobs that need the model once it is ready, before the first
+    one starts (never when the cache answered every job)."""
+    say: Callable[[str], None] = _ignore
+    warn: Callable[[str], None] = _ignore
+    report: Callable[[AnalyzeOutcome], None] = _ignore
+    """The results are final: write the report. Called before any fix is applied; if it
+    raises, no file is written."""
+
+
+@dataclass
+class AnalyzeOutcome:
+    results: list[JobResult]
+    summary: RunSummary
+    agents: list[Agent]
+    root: Path
+    """The folder paths in the results are relative to."""
+    cached: int = 0
+    """Jobs answered from the result cache."""
+    changes: list[Change] = field(default_factory=list)
+    """The changes of successful jobs."""
+    applied: ApplyReport | None = None
+    """With edits="fix": what was written, refused as a conflict, or failed."""
+
+    @property
+    def model_requests(self) -> int:
+        return sum(result.turns for result in self.results if not result.cached)

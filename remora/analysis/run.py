@@ -1,0 +1,149 @@
+"""`analyze`: one run from request to outcome. The stages are modules of this package; this
+function only puts them in order."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.lowlevel
+
+from remora.agents.registry import select_agents
+from remora.agents.requirements import check_requirements
+from remora.analysis.engine import choose_engine, opened_model
+from remora.analysis.filters import ResultFilters
+from remora.analysis.plan import make_plan
+from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
+from remora.apply import apply_changes
+from remora.baseline import Baseline
+from remora.cache import ResultCache
+from remora.cache_folder import cache_dir_problem
+from remora.config import LoadedSettings
+from remora.errors import RunFailed, UserInputError
+from remora.events import NO_EVENTS, Events
+from remora.orchestrator import run_jobs
+from remora.protocol.messages import ChatModel, ModelError
+from remora.results import JobResult, JobStatus, RunSummary
+
+
+async def analyze(
+    request: AnalyzeRequest,
+    loaded: LoadedSettings,
+    *,
+    events: Events = NO_EVENTS,
+    hooks: AnalysisHooks = AnalysisHooks(),  # noqa: B008 (frozen: one shared default is fine)
+) -> AnalyzeOutcome:
+    """Run the request's agents over its paths. Bad input raises `UserInputError`; a run that
+    cannot go on (no model, a failing server, an unusable cache) raises `RunFailed`. With
+    edits="fix", `hooks.report` gets the outcome before any file is written: if it raises (the
+    report cannot be written), no file is."""
+    started = time.perf_counter()
+    settings = loaded.settings
+    choice = choose_engine(loaded)
+    agents = select_agents(
+        loaded,
+        list(request.agents) or None,
+        model=choice.model_name,
+        options={"unsafe_fixes": True} if request.unsafe_fixes else None,
+    )
+    if not agents:
+        raise UserInputError(
+            "no agents enabled; enable one in remora.yaml or name one with --agents"
+        )
+    check_requirements(agents, settings.sandbox.commands)
+    if choice.description:
+        hooks.say(choice.description)
+    cache_folder = loaded.base_dir / settings.cache_dir if request.use_cache else None
+    if cache_folder is not None and (problem := cache_dir_problem(cache_folder)):
+        raise RunFailed(problem)  # before any work, not on the first write
+    plan = make_plan(
+        list(request.paths),
+        agents,
+        cache=cache_folder,
+        diff_base=request.diff_base,
+        staged=request.staged,
+        shard=request.shard,
+        events=events,
+        warn=hooks.warn,
+    )
+    # Ctrl-C during discovery (blocking) is delivered here, before anything is written.
+    await anyio.lowlevel.checkpoint()
+    cache = (
+        None
+        if cache_folder is None
+        else ResultCache(cache_folder, settings, settings.cache_max_mb, warn=hooks.warn)
+    )
+    baseline = Baseline.load(request.baseline) if request.baseline else None
+    filters = ResultFilters(plan.found.nodes, plan.root, changed=plan.changed, baseline=baseline)
+    cached = 0
+
+    def planned(pending: int, from_cache: int) -> None:
+        nonlocal cached
+        cached = from_cache
+        events.emit(
+            "run_started",
+            paths=[str(path) for path in request.paths],
+            agents=[agent.name for agent in agents],
+            jobs=len(plan.jobs),
+            cached=from_cache,
+            concurrency=settings.concurrency,
+        )
+
+    @asynccontextmanager
+    async def model() -> AsyncIterator[ChatModel]:
+        async with opened_model(choice, agents, say=hooks.say, warn=hooks.warn) as opened:
+            hooks.started(len(plan.jobs) - cached)
+            yield opened
+
+    def finished(result: JobResult) -> None:
+        filters.apply(result)
+        hooks.result(result)
+
+    try:
+        results = await run_jobs(
+            plan.jobs,
+            open_model=model,
+            settings=choice.settings,
+            root=plan.root,
+            keep_workspaces=request.keep_workspaces,
+            cache=cache,
+            events=events,
+            on_result=finished,
+            on_planned=planned,
+        )
+    except ModelError as exc:
+        raise RunFailed(exc.message) from exc
+    # And Ctrl-C while jobs were answered from the cache, before the report is written.
+    await anyio.lowlevel.checkpoint()
+    if cached:
+        hooks.say(f"{cached} of {len(plan.jobs)} jobs answered from the cache")
+    said = baseline.report(request.baseline, results) if baseline and request.baseline else None
+    if said:
+        hooks.say(said)
+    outcome = AnalyzeOutcome(
+        results=results,
+        summary=RunSummary.of(len(plan.nodes), results),
+        agents=agents,
+        root=plan.root,
+        cached=cached,
+        changes=[
+            change
+            for result in results
+            if result.status is JobStatus.SUCCESS
+            for change in result.changes
+        ],
+    )
+    hooks.report(outcome)
+    if request.edits == "fix" and outcome.changes:
+        outcome.applied = apply_changes(outcome.changes, plan.root)
+        events.emit(
+            "changes_applied", files=outcome.applied.applied, conflicts=outcome.applied.conflicts
+        )
+    events.emit(
+        "run_finished",
+        summary=outcome.summary.model_dump(),
+        duration_s=time.perf_counter() - started,
+    )
+    return outcome

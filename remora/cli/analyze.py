@@ -1,0 +1,306 @@
+"""`remora analyze`: flags to an `AnalyzeRequest`, the outcome to a report and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest, Edits
+from remora.analysis.run import analyze
+from remora.apply import combined_patch
+from remora.atomic import output_problem, write_text_atomic
+from remora.cli.console import fail, say, stderr, warn
+from remora.cli.flags import agent_names, config_flags, load, run_flags
+from remora.config import LoadedSettings
+from remora.dashboard.view import run_with_dashboard
+from remora.errors import ExitCode, RunFailed
+from remora.events import Events
+from remora.report.jsonl import JsonLinesStream
+from remora.report.progress import JobProgress
+from remora.report.render import render_report
+from remora.results import JobResult, JobStatus
+from remora.shard import parse_shard
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "analyze",
+        parents=[config_flags(), run_flags()],
+        help="run the agents over every node of the given paths",
+        description="Run every enabled agent on every file, class, function and method found "
+        "under PATH. Exit code: 0 no findings, 1 findings or unfinished agents, 2 errors.",
+    )
+    parser.set_defaults(run=run)
+    parser.add_argument(
+        "--output", "-o", type=Path, metavar="FILE", help="write the report to FILE (atomically)"
+    )
+    parser.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even with findings (errors still exit 2)"
+    )
+    parser.add_argument(
+        "--exit-non-zero-on-fix",
+        action="store_true",
+        help="with --fix, exit 1 when a file was changed, even if nothing else remains",
+    )
+    changed = parser.add_mutually_exclusive_group()
+    changed.add_argument(
+        "--diff-base",
+        metavar="REV",
+        help="analyse only nodes whose lines differ from git revision REV (plus untracked "
+        "files); findings elsewhere are not reported",
+    )
+    changed.add_argument(
+        "--staged",
+        action="store_true",
+        help="analyse only nodes with staged changes (for pre-commit)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="report only findings not in FILE; when FILE does not exist, record the current "
+        "findings in it and report none",
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only shard I of N (1-based); N CI jobs with I = 1..N cover every job once",
+    )
+    parser.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the result cache"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=["auto", "server", "local"],
+        help="server, local (the embedded CPU engine) or auto (default: the server when a "
+        "base URL is set, else the embedded engine when installed)",
+    )
+    parser.add_argument(
+        "--model-path", type=Path, metavar="FILE", help="GGUF file for the embedded engine"
+    )
+    edits = parser.add_mutually_exclusive_group()
+    edits.add_argument(
+        "--fix",
+        action="store_true",
+        help="apply the changes of successful jobs to your files (atomically; a file that "
+        "changed since an agent read it is reported as a conflict and left alone)",
+    )
+    edits.add_argument(
+        "--diff",
+        action="store_true",
+        help="print the combined patch of all changes to stdout instead of the report; "
+        "write nothing",
+    )
+    parser.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write the event stream (JSON Lines, docs/EVENTS.md) to FILE, or - for stderr",
+    )
+    parser.add_argument(
+        "--events-payloads",
+        action="store_true",
+        help="include prompts, replies and tool outputs in events (cut to --events-payload-limit)",
+    )
+    parser.add_argument(
+        "--events-payload-limit",
+        type=int,
+        default=2000,
+        metavar="CHARS",
+        help="longest payload kept in an event (default 2000 characters)",
+    )
+    parser.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="let agents apply fixes that may change behaviour (ruff's unsafe fixes); sets "
+        "the option unsafe_fixes of every agent",
+    )
+    parser.add_argument(
+        "--keep-workspaces",
+        action="store_true",
+        help="keep each job's workspace directory (for debugging tools); paths in the report",
+    )
+    parser.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="show a live dashboard on stderr while the analysis runs: jobs in flight, "
+        "throughput, model latency, per-agent results, recent errors (see remora dashboard)",
+    )
+
+
+def request_from(args: argparse.Namespace) -> AnalyzeRequest:
+    edits: Edits = "fix" if args.fix else "diff" if args.diff else "report"
+    return AnalyzeRequest(
+        paths=tuple(args.paths),
+        agents=agent_names(args.agents),
+        use_cache=not args.no_cache,
+        diff_base=args.diff_base,
+        staged=args.staged,
+        baseline=args.baseline,
+        shard=parse_shard(args.shard) if args.shard else None,
+        edits=edits,
+        unsafe_fixes=args.unsafe_fixes,
+        keep_workspaces=args.keep_workspaces,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportOptions:
+    """How a run is shown: the flags analyze and watch share, and analyze's own."""
+
+    output_format: str = "table"
+    output: Path | None = None
+    diff: bool = False
+    fix: bool = False
+    exit_zero: bool = False
+    exit_non_zero_on_fix: bool = False
+    progress: bool = True
+    """A progress bar on stderr (only on a terminal)."""
+
+
+def options_from(args: argparse.Namespace) -> ReportOptions:
+    return ReportOptions(
+        output_format=args.output_format,
+        output=args.output,
+        diff=args.diff,
+        fix=args.fix,
+        exit_zero=args.exit_zero,
+        exit_non_zero_on_fix=args.exit_non_zero_on_fix,
+        progress=not args.dashboard,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load(args)
+    if args.output and (problem := output_problem(args.output)):
+        return fail(f"cannot write the report to {problem}")  # before a long run, not after
+    events = Events.to_target(
+        args.events, payloads=args.events_payloads, payload_limit=args.events_payload_limit
+    )
+    request, options = request_from(args), options_from(args)
+
+    async def work() -> int:
+        code, _ = await analyze_and_report(request, options, loaded, events)
+        return code
+
+    try:
+        if args.dashboard:
+            return anyio.run(run_with_dashboard, work, events, stderr)
+        return anyio.run(work)
+    finally:
+        events.close()
+
+
+async def analyze_and_report(
+    request: AnalyzeRequest, options: ReportOptions, loaded: LoadedSettings, events: Events
+) -> tuple[int, AnalyzeOutcome | None]:
+    """One run, its report written; the exit code and the outcome (None when the run failed).
+    A coroutine: `remora watch` awaits it in its own event loop."""
+    report = Report(options)
+    try:
+        outcome = await analyze(request, loaded, events=events, hooks=report.hooks())
+    except RunFailed as exc:
+        report.discard()
+        return fail(str(exc)), None
+    finally:
+        report.stop_progress()
+    return exit_code(options, outcome), outcome
+
+
+class Report:
+    """What the command line shows of one run: progress, the streamed or rendered report, the
+    patch, and the lines about fixes."""
+
+    def __init__(self, options: ReportOptions) -> None:
+        self.options = options
+        streamed = options.output_format == "jsonl"
+        self.stream = JsonLinesStream(options.output) if streamed else None
+        self.progress: JobProgress | None = None
+
+    def hooks(self) -> AnalysisHooks:
+        return AnalysisHooks(
+            result=self.result,
+            started=self.started,
+            say=say,
+            warn=warn,
+            report=self.write,
+        )
+
+    def started(self, pending: int) -> None:
+        enabled = self.options.progress and stderr.is_terminal
+        self.progress = JobProgress(pending, enabled=enabled).__enter__()
+
+    def result(self, result: JobResult) -> None:
+        if self.stream is not None:
+            self.stream.write(result)
+        if self.progress is not None and not result.cached:
+            self.progress.advance(result)
+
+    def stop_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(None, None, None)
+            self.progress = None
+
+    def discard(self) -> None:
+        if self.stream is not None:
+            self.stream.discard()
+
+    def write(self, outcome: AnalyzeOutcome) -> None:
+        """The report, before any fix: when it cannot be written, nothing is fixed."""
+        self.stop_progress()
+        options = self.options
+        report_errors(outcome.results)
+        try:
+            if self.stream is not None:
+                self.stream.close(outcome.summary)
+            else:
+                text = render_report(
+                    options.output_format, outcome.results, outcome.summary, outcome.agents,
+                    outcome.root,
+                )  # fmt: skip
+                if options.output:
+                    write_text_atomic(options.output, text)
+                elif not options.diff:
+                    sys.stdout.write(text)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            fixes = "; no fixes applied" if options.fix and outcome.changes else ""
+            where = options.output or "stdout"
+            raise RunFailed(f"cannot write the report to {where}: {reason}{fixes}") from exc
+        if options.diff:
+            sys.stdout.write(combined_patch(outcome.changes))
+
+
+def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
+    code = outcome.summary.exit_code()
+    applied = outcome.applied
+    if applied is not None:
+        for file in applied.applied:
+            say(f"fixed {file}")
+        for conflict in applied.conflicts:
+            warn(f"conflict: {conflict}")
+        for failure in applied.failed:
+            fail(f"could not write {failure}")
+        if applied.conflicts:
+            code = max(code, ExitCode.FINDINGS)
+        if applied.applied and options.exit_non_zero_on_fix:
+            code = max(code, ExitCode.FINDINGS)
+        if applied.failed:
+            code = ExitCode.ERROR
+    if options.exit_zero and code == ExitCode.FINDINGS:
+        return ExitCode.OK
+    return code
+
+
+def report_errors(results: list[JobResult], limit: int = 20) -> None:
+    """Jobs that errored, on stderr: the first `limit`, then a count (a dead server errors all)."""
+    errored = [r for r in results if r.status is JobStatus.ERROR and r.error is not None]
+    for result in errored[:limit]:
+        assert result.error is not None
+        warn(f"{result.node.id} [{result.agent}]: {result.error.code}: {result.error.message}")
+    if len(errored) > limit:
+        warn(f"... and {len(errored) - limit} more jobs with errors (see the report)")
