@@ -20,7 +20,7 @@ def main() -> None:
     sys.argv = ["remora", *sys.argv[4:]]
     profiler = cProfile.Profile()
     profiler.enable()
-    from remora.cli import main as remora_main
+    from remora.cli.main import main as remora_main
 
     code = remora_main(sys.argv[1:])
     profiler.disable()

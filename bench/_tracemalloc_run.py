@@ -54,7 +54,7 @@ def main() -> None:
 
     threading.Thread(target=watch, daemon=True).start()
     started = time.monotonic()
-    from remora.cli import main as remora_main
+    from remora.cli.main import main as remora_main
 
     code = remora_main(sys.argv[1:])
     write()

@@ -93,7 +93,7 @@ def child(mode: str, root: Path, paths: list[Path], files: Path, cache: Path | N
         done = time.perf_counter()
         result = {"files": len(listed), "definitions": definitions, "ast_failures": failures}
     else:
-        from remora.discovery import discover_nodes
+        from remora.discovery.discover import discover_nodes
 
         imported, cpu_at_import = time.perf_counter(), cpu_s()
         found = discover_nodes(paths, root=root, cache_dir=cache)
@@ -137,7 +137,8 @@ def run_child(
 
 def compare_with_ast(root: Path, paths: list[Path]) -> dict[str, Any]:
     """Remora's definitions against ast's, file by file (untimed)."""
-    from remora.discovery import NodeType, discover_nodes
+    from remora.discovery.discover import discover_nodes
+    from remora.discovery.nodes import NodeType
 
     found = discover_nodes(paths, root=root)
     ours: dict[str, Counter[Signature]] = {file: Counter() for file in found.files}
@@ -205,7 +206,7 @@ def main() -> None:
     report.data["samples"] = samples
     try:
         with workdir("discovery") as work:
-            from remora.discovery import discover_nodes
+            from remora.discovery.discover import discover_nodes
 
             listing = discover_nodes(paths, root=stdlib)  # the files both sides read
             files = work / "files.txt"

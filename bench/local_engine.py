@@ -163,7 +163,7 @@ def worker(config: dict[str, Any]) -> int:
 async def measure(config: dict[str, Any]) -> dict[str, Any]:
     from remora.agents.definition import load_agent
     from remora.config import LocalSettings, ModelProfileName, RemoraSettings, RunnerSettings
-    from remora.discovery import discover_nodes
+    from remora.discovery.discover import discover_nodes
     from remora.models.resolve import open_local_model
     from remora.orchestrator import plan_jobs, run_jobs
 

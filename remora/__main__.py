@@ -14,7 +14,7 @@ from remora.signals import exit_code, terminate_as_interrupt
 def run() -> int:
     with terminate_as_interrupt():
         try:
-            from remora.cli import main
+            from remora.cli.main import main
         except KeyboardInterrupt as interrupt:
             return exit_code(interrupt)
         except Exception as exc:  # a broken installation: exit 2 (error), not 1 (findings)

@@ -320,5 +320,3 @@ def _missing_fix(agent: str, name: str) -> str:
         f"serve it (an adapter: add {name}=/path/to/adapter to REMORA_LORA_MODULES, see "
         f"{SERVER_DOCS}) or set agents.{agent}.model to a served name"
     )
-
-

@@ -9,7 +9,7 @@ from typing import Any
 from remora.agents.definition import Agent
 from remora.agents.toolscript import Tool
 from remora.config import RemoraSettings
-from remora.discovery import discover_nodes
+from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.errors import UserInputError
 from remora.sandbox.commands import CommandRunner

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.scripted import Reply, ScriptedModelServer, tool_call
 from remora.sandbox.python_checks import (
     check_docstring,

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.scripted import ScriptedModelServer, tool_call
 
 AGENT = Path(__file__).parent.parent / "agents" / "sample_data"

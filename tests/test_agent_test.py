@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.scripted import ScriptedModelServer, tool_call, tool_calls
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"

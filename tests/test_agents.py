@@ -9,7 +9,7 @@ import pytest
 
 from remora.agents.definition import load_agent
 from remora.agents.registry import bundled_agents_dir
-from remora.cli import main
+from remora.cli.main import main
 from remora.errors import UserInputError
 from tests.conftest import PROBE_EXAMPLE as EXAMPLE
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.scripted import ScriptedModelServer, tool_call, tool_calls
 
 INJECTED = {"node", "options", "file_text"}

@@ -22,10 +22,10 @@ import pytest
 
 from remora.cache import ResultCache
 from remora.cache_folder import cache_dir_problem
-from remora.cli import main
+from remora.cli.main import main
 from remora.config import CommandSettings, load_settings
-from remora.discovery import discover_nodes
 from remora.discovery.cache import DefinitionCache, content_key, encode_entry
+from remora.discovery.discover import discover_nodes
 from remora.models.scripted import CallEveryTool, ScriptedModelServer, tool_call
 from remora.program_versions import find_executable, program_versions
 from remora.results import JobResult, JobStatus

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.config import load_settings
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
 from remora.shard import in_shard

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from remora.cli import build_parser, main
+from remora.cli.main import build_parser, main
 from remora.models.scripted import ScriptedModelServer, http_error, tool_call
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.config import load_settings
 from remora.errors import UserInputError
 

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from remora.agents.definition import load_agent
-from remora.cli import main
+from remora.cli.main import main
 from remora.config import CommandSettings
 from remora.models.scripted import ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRefused, CommandRunner

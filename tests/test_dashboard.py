@@ -25,7 +25,7 @@ import anyio
 import pytest
 from rich.console import Console
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.dashboard.followers import EventFileFollower, StreamFollower, follow
 from remora.dashboard.state import STATUSES, DashboardState
 from remora.dashboard.view import render, show_following

@@ -14,14 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from remora.discovery import (
-    MODULE_QUALNAME,
-    Discovery,
-    DiscoveryError,
-    Node,
-    NodeType,
-    discover_nodes,
-)
+from remora.discovery.discover import Discovery, DiscoveryError, discover_nodes
+from remora.discovery.nodes import MODULE_QUALNAME, Node, NodeType
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -580,7 +574,7 @@ def test_special_files_are_not_read(tmp_path: Path) -> None:
 DISCOVER_AS_JSON = """
 import json, sys
 from pathlib import Path
-from remora.discovery import discover_nodes
+from remora.discovery.discover import discover_nodes
 found = discover_nodes([Path(sys.argv[1])], root=Path(sys.argv[1]))
 print(json.dumps({"files": found.files, "warnings": [w.file for w in found.warnings]}))
 """
@@ -871,7 +865,7 @@ def test_unused_entries_are_pruned_beyond_the_limit(
 CONCURRENT_DISCOVERY = """
 import json, sys
 from pathlib import Path
-from remora.discovery import discover_nodes
+from remora.discovery.discover import discover_nodes
 project, cache = Path(sys.argv[1]), Path(sys.argv[2])
 for _ in range(3):
     found = discover_nodes([project], root=project, cache_dir=cache, workers=1)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from remora.apply import apply_changes
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.scripted import Reply, ScriptedModelServer, tool_call
 from remora.workspace import Workspace
 

@@ -26,7 +26,7 @@ import pytest
 import remora
 from remora.apply import apply_changes
 from remora.atomic import remove_stale_temporaries, write_text_atomic
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
 from remora.results import Change
 from remora.workspace import Workspace

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from remora.agents.definition import load_agent
 from remora.config import CommandSettings, ModelProfileName, RunnerSettings, load_settings
-from remora.discovery import discover_nodes
+from remora.discovery.discover import discover_nodes
 from remora.errors import UserInputError
 from remora.protocol import functiongemma as fg
 from remora.protocol.messages import ToolCall

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.local import llama_cpp_available
 
 pytestmark = [

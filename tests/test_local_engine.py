@@ -21,12 +21,11 @@ import jsonschema
 import pytest
 
 from remora.agents.definition import Agent, load_agent
-from remora.config import CommandSettings, ModelProfileName, RunnerSettings
-from remora.discovery import discover_nodes
+from remora.config import CommandSettings, LocalSettings, ModelProfileName, RunnerSettings
+from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.models import resolve
 from remora.models.local import TEXT_N_CTX, LocalChatModel, _TurnOrder
-from remora.config import LocalSettings
 from remora.models.pull import PullError, pull_functiongemma
 from remora.models.resolve import (
     ModelNotFoundError,

@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from tests.test_agent_lint import ruff_direct
 from tests.test_local_engine import needs_engine
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
 
 

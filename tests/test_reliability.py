@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.config import RemoraSettings
 from remora.models.scripted import (
     DelayedReply,
@@ -447,7 +447,7 @@ def test_hundreds_of_jobs_against_a_faulty_server_all_end_and_add_up(
 
 
 def test_a_directory_of_20000_files(tmp_path: Path) -> None:
-    from remora.discovery import discover_nodes
+    from remora.discovery.discover import discover_nodes
 
     for folder in range(100):
         directory = tmp_path / f"d{folder}"
@@ -462,7 +462,7 @@ def test_a_directory_of_20000_files(tmp_path: Path) -> None:
 
 
 def test_a_five_megabyte_file(tmp_path: Path) -> None:
-    from remora.discovery import discover_nodes
+    from remora.discovery.discover import discover_nodes
 
     body = "".join(f"def f{i}(a, b):\n    return a + b + {i}\n\n\n" for i in range(120_000))
     (tmp_path / "big.py").write_text(body)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from remora.cli import main
-from remora.discovery import Node, NodeType
+from remora.cli.main import main
+from remora.discovery.nodes import Node, NodeType
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
 from remora.report.github import escape_data, escape_property, render_github
 from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, RunSummary

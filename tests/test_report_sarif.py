@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from remora import __version__
 from remora.agents.definition import Agent, RuleSpec, load_agent
-from remora.cli import main
-from remora.discovery import Node, discover_nodes
+from remora.cli.main import main
+from remora.discovery.discover import discover_nodes
+from remora.discovery.nodes import Node
 from remora.fingerprint import finding_fingerprint as baseline_fingerprint
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
 from remora.report.sarif import (

@@ -11,7 +11,7 @@ import pytest
 
 from remora.agents.definition import Agent, load_agent
 from remora.config import CommandSettings, ModelProfileName, RunnerSettings, ServerSettings
-from remora.discovery import discover_nodes
+from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.models.openai_client import OpenAIChatModel
 from remora.models.scripted import (

@@ -13,7 +13,7 @@ import pytest
 
 from remora.agents.toolscript import load_tool
 from remora.config import CommandSettings, LimitsPreset, SandboxLimits
-from remora.discovery import discover_nodes
+from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox

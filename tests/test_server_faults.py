@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.config import ServerSettings
 from remora.errors import UserInputError
 from remora.models.openai_client import OpenAIChatModel

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 
 
 def test_tool_check_passes_on_the_bundled_agents(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,8 +23,8 @@ from typing import Any
 import anyio
 import pytest
 
-from remora.cli import build_parser
 from remora.cli.flags import cli_settings
+from remora.cli.main import build_parser
 from remora.cli.watch import RunTally, relevant_changes, watch, watch_roots
 from remora.config import load_settings
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
@@ -205,7 +205,7 @@ def test_max_runs_stops_after_the_first_run(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from remora.cli import main
+    from remora.cli.main import main
 
     monkeypatch.chdir(project)
     rule = CallEveryTool(arguments={"replace_text": {"old": "zz", "new": "zz"}})

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from remora.cli import main
+from remora.cli.main import main
 from remora.models.scripted import ScriptedModelServer, tool_call
 
 DOC = Path(__file__).parent.parent / "docs" / "WRITING_AGENTS.md"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from remora.agents.definition import Agent
 from remora.changed import ChangedLines, changed_lines, touches
-from remora.discovery import Discovery, DiscoveryError, discover_nodes
+from remora.discovery.discover import Discovery, DiscoveryError, discover_nodes
 from remora.discovery.nodes import Node
 from remora.errors import RunFailed, UserInputError
 from remora.events import Events
