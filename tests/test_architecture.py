@@ -4,6 +4,8 @@ module over 400 lines but the protocol module (which the server image copies as 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).parent.parent / "remora"
@@ -97,3 +99,9 @@ def test_no_module_over_400_lines_but_the_protocol_module() -> None:
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert set(long) <= LONG_ALLOWED, long
+
+
+def test_importing_a_node_does_not_load_tree_sitter() -> None:
+    code = "import sys, remora.discovery.nodes; print('tree_sitter' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
