@@ -1,7 +1,9 @@
 """`--baseline FILE`: record today's findings once, then report only new ones.
 
-Findings are matched by fingerprint (agent, rule, qualified name, normalised node content),
-so a baselined finding stays baselined when its code moves.
+Findings are matched by fingerprint (`remora.fingerprint`: agent, rule, qualified name, the
+finding's line and its neighbours), so a baselined finding stays baselined when its code moves
+or the file is edited elsewhere. A baseline records which fingerprint version it holds; one
+recorded by an older Remora is matched with that version's fingerprints.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from pathlib import Path
 from remora import __version__
 from remora.atomic import write_text_atomic
 from remora.errors import UserInputError
-from remora.fingerprint import finding_fingerprint
+from remora.fingerprint import FINGERPRINT_VERSION, FINGERPRINTS, Fingerprint, finding_fingerprint
 from remora.results import JobResult
 
 
 class Baseline:
-    def __init__(self, known: set[str] | None) -> None:
+    def __init__(
+        self, known: set[str] | None, fingerprint: Fingerprint = finding_fingerprint
+    ) -> None:
         self.known = known
         """None: the file does not exist yet, so this run records it."""
+        self.fingerprint = fingerprint
+        """The fingerprint version the file was recorded with."""
         self.hidden = 0
 
     @classmethod
@@ -28,17 +34,26 @@ class Baseline:
             return cls(None)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(set(data["fingerprints"]))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            known = set(data["fingerprints"])
+            version = data.get("fingerprint_version", 1)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise UserInputError(
                 f"--baseline {path}: not a Remora baseline ({exc}); delete it to record a new one"
             ) from exc
+        if version not in FINGERPRINTS:
+            raise UserInputError(
+                f"--baseline {path}: recorded with fingerprint version {version!r}, which this "
+                f"Remora ({__version__}) does not know (it knows "
+                f"{', '.join(map(str, FINGERPRINTS))}); upgrade Remora, or delete the file to "
+                "record a new baseline"
+            )
+        return cls(known, FINGERPRINTS[version])
 
     def filter(self, result: JobResult) -> None:
         """Drop findings the baseline knows (in place)."""
         if self.known is None:
             return
-        kept = [f for f in result.findings if finding_fingerprint(result, f) not in self.known]
+        kept = [f for f in result.findings if self.fingerprint(result, f) not in self.known]
         self.hidden += len(result.findings) - len(kept)
         result.findings = kept
 
@@ -46,7 +61,11 @@ class Baseline:
         """Write the baseline if this run recorded it; what to tell the user, if anything."""
         if self.known is None:
             fingerprints = sorted({finding_fingerprint(r, f) for r in results for f in r.findings})
-            document = {"remora": __version__, "fingerprints": fingerprints}
+            document = {
+                "remora": __version__,
+                "fingerprint_version": FINGERPRINT_VERSION,
+                "fingerprints": fingerprints,
+            }
             write_text_atomic(path, json.dumps(document, indent=2) + "\n")
             for result in results:
                 result.findings = []

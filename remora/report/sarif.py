@@ -6,9 +6,9 @@ the other agents' alerts alone, and the runs of one file never share a category 
 rejects an upload whose runs have the same tool and automation id). A run without results
 still says "this agent found nothing", which closes the agent's fixed alerts.
 
-Alerts are matched across commits by `partialFingerprints["remora/v1"]`, built from the node's
-qualified name and normalised content instead of line numbers (see `remora.fingerprint`), so
-an alert survives its code moving.
+Alerts are matched across commits by `partialFingerprints["remora/v2"]`, built from the node's
+qualified name and the finding's line with its neighbours instead of line numbers (see
+`remora.fingerprint`), so an alert survives its code moving and edits elsewhere in the file.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from urllib.parse import quote, urlsplit
 from remora import __version__
 from remora.agents.definition import Agent, RuleSpec
 from remora.discovery.nodes import NodeType
-from remora.fingerprint import finding_fingerprint
+from remora.fingerprint import FINGERPRINT_VERSION, finding_fingerprint
 from remora.report.sarif_fixes import diff_replacements
 from remora.results import Finding, JobResult, JobStatus
 
@@ -42,7 +42,7 @@ SARIF_SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
 INFORMATION_URI = "https://pypi.org/project/remora/"
-FINGERPRINT_KEY = "remora/v1"
+FINGERPRINT_KEY = f"remora/v{FINGERPRINT_VERSION}"
 SRCROOT = "%SRCROOT%"
 CHANGE_RULE = "change"
 
