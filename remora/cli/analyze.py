@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 
+from remora.analysis.plan import project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest, Edits
 from remora.analysis.run import analyze
 from remora.apply import combined_patch
@@ -21,6 +22,7 @@ from remora.dashboard.view import run_with_dashboard
 from remora.errors import ExitCode, RunFailed
 from remora.events import Events
 from remora.report.jsonl import JsonLinesStream
+from remora.report.paths import as_shown, shown_path
 from remora.report.progress import JobProgress
 from remora.report.render import render_report
 from remora.results import JobResult, JobStatus
@@ -200,7 +202,7 @@ async def analyze_and_report(
 ) -> tuple[int, AnalyzeOutcome | None]:
     """One run, its report written; the exit code and the outcome (None when the run failed).
     A coroutine: `remora watch` awaits it in its own event loop."""
-    report = Report(options)
+    report = Report(options, root=project_root(list(request.paths)))
     try:
         outcome = await analyze(request, loaded, events=events, hooks=report.hooks())
     except RunFailed as exc:
@@ -215,8 +217,10 @@ class Report:
     """What the command line shows of one run: progress, the streamed or rendered report, the
     patch, and the lines about fixes."""
 
-    def __init__(self, options: ReportOptions) -> None:
+    def __init__(self, options: ReportOptions, *, root: Path) -> None:
         self.options = options
+        self.root = root
+        """The project root the results' paths are relative to (printed paths are not)."""
         streamed = options.output_format == "jsonl"
         self.stream = JsonLinesStream(options.output) if streamed else None
         self.progress: JobProgress | None = None
@@ -236,7 +240,7 @@ class Report:
 
     def result(self, result: JobResult) -> None:
         if self.stream is not None:
-            self.stream.write(result)
+            self.stream.write(as_shown([result], self.root)[0])
         if self.progress is not None and not result.cached:
             self.progress.advance(result)
 
@@ -253,7 +257,7 @@ class Report:
         """The report, before any fix: when it cannot be written, nothing is fixed."""
         self.stop_progress()
         options = self.options
-        report_errors(outcome.results)
+        report_errors(as_shown(outcome.results, self.root))
         try:
             if self.stream is not None:
                 self.stream.close(outcome.summary)
@@ -280,7 +284,7 @@ def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
     applied = outcome.applied
     if applied is not None:
         for file in applied.applied:
-            say(f"fixed {file}")
+            say(f"fixed {shown_path(file, outcome.root)}")
         for conflict in applied.conflicts:
             warn(f"conflict: {conflict}")
         for failure in applied.failed:

@@ -19,6 +19,7 @@ from remora.cli.console import fail, stderr, stdout_console, warn
 from remora.cli.flags import config_flags, load
 from remora.config import render_settings
 from remora.errors import ExitCode
+from remora.report.paths import shown_node
 
 
 def add_nodes(commands: Any) -> None:
@@ -66,15 +67,16 @@ def add_config(commands: Any) -> None:
 
 
 def run_nodes(args: argparse.Namespace) -> int:
-    found, _ = discover(args.paths, None, warn)
+    found, root = discover(args.paths, None, warn)
+    nodes = [shown_node(node, root) for node in found.nodes]
     if args.format == "json":
-        sys.stdout.write(json.dumps([node.public_fields() for node in found.nodes], indent=2))
+        sys.stdout.write(json.dumps([node.public_fields() for node in nodes], indent=2))
         sys.stdout.write("\n")
         return ExitCode.OK
     table = Table(show_edge=False, pad_edge=False)
     for column in ("file", "lines", "type", "qualified name"):
         table.add_column(column)
-    for node in found.nodes:
+    for node in nodes:
         lines = f"{node.start_line}-{node.end_line}"
         table.add_row(escape(node.file), lines, node.type.value, escape(node.qualified_name))
     stdout_console().print(table)

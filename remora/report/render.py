@@ -9,6 +9,7 @@ from pathlib import Path
 
 from remora.agents.definition import Agent
 from remora.report.json import render_json
+from remora.report.paths import as_shown
 from remora.report.table import render_table
 from remora.results import JobResult, RunSummary
 
@@ -24,6 +25,8 @@ def render_report(
     *,
     color: bool = False,
 ) -> str:
+    if output_format != "sarif":  # SARIF: repository-relative URIs, with a uriBaseId
+        results = as_shown(results, root)
     if output_format == "json":
         return render_json(results, summary)
     if output_format == "sarif":
