@@ -149,6 +149,10 @@ class CommandSettings(Section):
     """stdout and stderr are each cut after this many KiB."""
     max_parallel: int = Field(default_factory=lambda: os.cpu_count() or 2, ge=1)
     """Commands running at once, across all jobs (the rest wait): default, the CPU count."""
+    python: Path | None = None
+    """The project's Python, where `python -m MODULE` runs (pytest imports the project's
+    dependencies there); relative to the project root. Unset: the active virtual environment
+    ($VIRTUAL_ENV), else `.venv/` or `venv/` at the project root, else Remora's own Python."""
     isolation: Literal["bwrap", "none"] = "bwrap"
     """How commands are confined. `bwrap`: in a bubblewrap sandbox (no network, the filesystem
     read-only except the job's workspace, private /tmp and home, no view of other processes,

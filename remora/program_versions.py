@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import platform
 import shutil
@@ -29,9 +30,42 @@ def program_versions(commands: CommandSettings) -> dict[str, str]:
     for name in commands.allowed:
         if name != "python":  # run_command("python", ...) runs only the modules below
             versions[name] = executable_version(find_executable(name))
+    if commands.python is not None and Path(commands.python) != Path(sys.executable):
+        # The project's own interpreter: its Python and its modules, asked once.
+        asked = _versions_in(Path(commands.python), commands.python_modules)
+        versions["python"] = asked.get("python", "not runnable")
+        for module in commands.python_modules:
+            versions[f"python -m {module}"] = asked.get(module, "not installed")
+        return versions
     for module in commands.python_modules:
         versions[f"python -m {module}"] = module_version(module)
     return versions
+
+
+def _versions_in(python: Path, modules: list[str]) -> dict[str, str]:
+    code = (
+        "import importlib.metadata as m, json, platform, sys\n"
+        "found = {'python': platform.python_version()}\n"
+        "for name in sys.argv[1:]:\n"
+        "    top = name.partition('.')[0]\n"
+        "    try:\n"
+        "        found[name] = name + ' ' + m.version(top)\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "print(json.dumps(found))"
+    )
+    try:
+        done = subprocess.run(
+            [str(python), "-c", code, *modules],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_S,
+            check=True,
+        )
+        found: dict[str, str] = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return found
 
 
 def find_executable(name: str) -> str | None:

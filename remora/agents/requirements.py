@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 import shutil
 import sys
@@ -13,6 +12,7 @@ from remora.agents.definition import Agent, Requirements
 from remora.config import CommandSettings
 from remora.errors import UserInputError
 from remora.sandbox.confinement import SandboxUnavailable, confinement
+from remora.sandbox.interpreter import missing_modules
 
 
 def unmet(requires: Requirements, commands: CommandSettings) -> list[str]:
@@ -24,13 +24,19 @@ def unmet(requires: Requirements, commands: CommandSettings) -> list[str]:
             missing.append(f"program {program} is not allowed (add it to sandbox.commands.allowed)")
         elif not _program_found(program):
             missing.append(f"program {program} is not installed (install it: {install} {program})")
+    python = commands.python or Path(sys.executable)
+    absent = missing_modules(
+        python, [m for m in requires.python_modules if m in commands.python_modules]
+    )
     for module in requires.python_modules:
         if module not in commands.python_modules:
             missing.append(
                 f"python module {module} is not allowed (add it to sandbox.commands.python_modules)"
             )
-        elif importlib.util.find_spec(module) is None:
-            missing.append(f"python module {module} is not installed ({install} {module})")
+        elif module in absent:
+            where = "" if commands.python is None else f" in the project's Python {python}"
+            how = f"{shlex.quote(str(python))} -m pip install {module}"
+            missing.append(f"python module {module} is not installed{where} ({how})")
     if (requires.programs or requires.python_modules) and commands.isolation == "bwrap":
         try:
             confinement(commands.memory_mb)

@@ -14,7 +14,7 @@ from remora.agents.registry import select_agents
 from remora.agents.requirements import check_requirements
 from remora.analysis.engine import choose_engine, opened_model
 from remora.analysis.filters import ResultFilters
-from remora.analysis.plan import make_plan
+from remora.analysis.plan import make_plan, project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
 from remora.apply import apply_changes
 from remora.baseline import Baseline
@@ -26,6 +26,7 @@ from remora.events import NO_EVENTS, Events
 from remora.orchestrator import run_jobs
 from remora.protocol.messages import ChatModel, ModelError
 from remora.results import JobResult, JobStatus, RunSummary
+from remora.sandbox.interpreter import project_python
 
 
 async def analyze(
@@ -52,9 +53,16 @@ async def analyze(
         raise UserInputError(
             "no agents enabled; enable one in remora.yaml or name one with --agents"
         )
-    check_requirements(agents, settings.sandbox.commands)
+    python = project_python(settings.sandbox.commands.python, project_root(list(request.paths)))
+    commands = settings.sandbox.commands.model_copy(update={"python": python.path})
+    check_requirements(agents, commands)
     if choice.description:
         hooks.say(choice.description)
+    if any(agent.definition.requires.python_modules for agent in agents):
+        hooks.say(f"project Python: {python.path} ({python.why})")
+    run_settings = choice.settings.model_copy(
+        update={"sandbox": choice.settings.sandbox.model_copy(update={"commands": commands})}
+    )
     cache_folder = loaded.base_dir / settings.cache_dir if request.use_cache else None
     if cache_folder is not None and (problem := cache_dir_problem(cache_folder)):
         raise RunFailed(problem)  # before any work, not on the first write
@@ -73,7 +81,7 @@ async def analyze(
     cache = (
         None
         if cache_folder is None
-        else ResultCache(cache_folder, settings, settings.cache_max_mb, warn=hooks.warn)
+        else ResultCache(cache_folder, run_settings, settings.cache_max_mb, warn=hooks.warn)
     )
     baseline = Baseline.load(request.baseline) if request.baseline else None
     filters = ResultFilters(plan.found.nodes, plan.root, changed=plan.changed, baseline=baseline)
@@ -105,7 +113,7 @@ async def analyze(
         results = await run_jobs(
             plan.jobs,
             open_model=model,
-            settings=choice.settings,
+            settings=run_settings,
             root=plan.root,
             keep_workspaces=request.keep_workspaces,
             cache=cache,

@@ -15,6 +15,7 @@ from remora.agents.requirements import check_requirements
 from remora.cli.console import stderr
 from remora.cli.flags import config_flags, load
 from remora.errors import ExitCode, UserInputError
+from remora.sandbox.interpreter import project_python
 from remora.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
 
 
@@ -76,15 +77,19 @@ def run_check(args: argparse.Namespace) -> int:
 def run_one(args: argparse.Namespace) -> int:
     loaded = load(args)
     (agent,) = select_agents(loaded, [args.agent])
-    check_requirements([agent], loaded.settings.sandbox.commands)
     tool = find_tool(agent, args.tool)
     arguments = parse_arguments(tool, args.args)
     root = Path.cwd().resolve()
     node = find_node(args.node, root)
+    commands = loaded.settings.sandbox.commands
+    python = project_python(commands.python, root)
+    sandbox = loaded.settings.sandbox.model_copy(
+        update={"commands": commands.model_copy(update={"python": python.path})}
+    )
+    settings = loaded.settings.model_copy(update={"sandbox": sandbox})
+    check_requirements([agent], sandbox.commands)
     outcome, workspace = anyio.run(
-        functools.partial(
-            run_tool, agent, tool, node, arguments, settings=loaded.settings, root=root
-        )
+        functools.partial(run_tool, agent, tool, node, arguments, settings=settings, root=root)
     )
     try:
         if args.format == "json":

@@ -60,7 +60,7 @@ class CommandRunner:
                     f"run_command: python is allowed only as python -m MODULE with MODULE in "
                     f"sandbox.commands.python_modules ({allowed})"
                 )
-            return [sys.executable, *args]
+            return [str(self.settings.python or sys.executable), *args]
         if name not in self.settings.allowed:
             allowed = ", ".join([*self.settings.allowed, "python -m ..."])
             raise CommandRefused(

@@ -96,6 +96,10 @@ def _needed_paths(argv: list[str]) -> list[str]:
     executable = Path(argv[0])
     paths.add(str(executable.parent))
     paths.add(str(executable.resolve().parent))
+    # Another interpreter (the project's virtual environment): its environment, where its
+    # packages are, and the installation its `python` links to, with the standard library.
+    paths.add(str(executable.parent.parent))
+    paths.add(str(executable.resolve().parent.parent))
     paths.add(str(Path(sys.executable).resolve().parent.parent))
     return sorted(path for path in paths if path and path != "/")
 

@@ -1,0 +1,95 @@
+"""Tests run in the project's interpreter, not Remora's: Remora in one virtual environment, the
+project's dependency only in the project's own `.venv` (real venvs, real pytest in the OS
+sandbox; only the model is scripted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from remora.cli.main import main
+from remora.models.scripted import ScriptedModelServer
+from remora.sandbox.interpreter import project_python
+from tests.test_agent_test import FAST, calls_write_tests, completions
+
+APP = "import shoutlib\n\n\ndef shout(text: str) -> str:\n    return shoutlib.loud(text)\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`app.py` needs `shoutlib`, installed only in the project's .venv (pytest comes from
+    Remora's environment through a .pth file, as if it were installed there too)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\n')
+    (root / "app.py").write_text(APP)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True)
+    site = next((root / ".venv" / "lib").glob("python3*/site-packages"))
+    (site / "shoutlib.py").write_text("def loud(text):\n    return text.upper() + '!'\n")
+    (site / "remoras_pytest.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    return root
+
+
+def analyze(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, dict, str]:
+    calls = {"shout": ['"hi")']}
+    with ScriptedModelServer(rule=calls_write_tests, completion=completions(calls)) as server:
+        code = main(
+            [
+                *("analyze", "app.py", "--agents", "test", "--format", "json", "--no-cache"),
+                *("--base-url", server.base_url, *FAST, *flags),
+            ]
+        )
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out), captured.err
+
+
+def test_the_test_agent_runs_pytest_in_the_projects_venv(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(ModuleNotFoundError):
+        __import__("shoutlib")  # not in Remora's environment
+    _, report, err = analyze(capsys, "--fix")
+    venv_python = project / ".venv" / "bin" / "python"
+    assert f"project Python: {venv_python} (.venv/ at the project root)" in " ".join(err.split())
+    (result,) = report["results"]
+    assert result["status"] == "success", result["error"]
+    text = (project / "tests" / "test_app_shout.py").read_text()
+    assert "assert shout(\"hi\") == 'HI!'" in text
+    done = subprocess.run(
+        [str(venv_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout
+
+
+def test_remoras_own_python_cannot_import_the_project(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, report, err = analyze(capsys, "-c", f"sandbox.commands.python={sys.executable}")
+    assert f"project Python: {sys.executable} (sandbox.commands.python)" in " ".join(err.split())
+    (result,) = report["results"]
+    assert result["status"] == "failed"
+    assert "no call of shout could be pinned" in result["error"]["message"]
+    assert not (project / "tests").exists()
+
+
+def test_which_python_is_chosen(tmp_path: Path) -> None:
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    venv = tmp_path / "venv" / "bin" / "python"
+    venv.symlink_to(sys.executable)
+    assert project_python(None, tmp_path, {}).why == "venv/ at the project root"
+    active = project_python(None, tmp_path, {"VIRTUAL_ENV": sys.prefix})
+    assert active.why == "the active virtual environment ($VIRTUAL_ENV)"
+    assert project_python(None, tmp_path / "nothing", {}).path == Path(sys.executable)
+    chosen = project_python(Path("venv/bin/python"), tmp_path, {"VIRTUAL_ENV": sys.prefix})
+    assert chosen == project_python(venv, tmp_path, {})
+    assert chosen.why == "sandbox.commands.python"
