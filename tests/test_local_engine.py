@@ -25,7 +25,8 @@ from remora.config import CommandSettings, LocalSettings, ModelProfileName, Runn
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.models import resolve
-from remora.models.local import TEXT_N_CTX, LocalChatModel, _TurnOrder
+from remora.models.local import TEXT_N_CTX, LocalChatModel
+from remora.models.local_scheduler import _TurnOrder
 from remora.models.pull import PullError, pull_functiongemma
 from remora.models.resolve import (
     ModelNotFoundError,
