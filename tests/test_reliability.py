@@ -16,15 +16,9 @@ import pytest
 
 from remora.cli.main import main
 from remora.config import RemoraSettings
-from remora.models.scripted import (
-    DelayedReply,
-    FaultInjector,
-    ScriptedModelServer,
-    TextReply,
-    http_error,
-    text,
-    tool_call,
-)
+from remora.models.scripted import ScriptedModelServer, TextReply, http_error, text, tool_call
+from remora.models.scripted_faults import FaultInjector
+from remora.models.scripted_replies import DelayedReply
 
 SUBMIT = tool_call("submit_result", {"summary": "ok", "todo_count": 0})
 FIND = tool_call("find_todos", {"marker": "FIXME"})

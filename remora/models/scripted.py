@@ -9,28 +9,44 @@ Run as a process with ``python -m remora.models.scripted``; it serves the
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import copy
 import inspect
 import itertools
 import json
 import logging
-import random
-import signal
 import sys
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeAlias
+from typing import Any, Self
 
 import anyio
 import h11
 from anyio.abc import ByteStream, SocketAttribute, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from remora.models.scripted_replies import (
+    CallEveryTool,
+    DelayedReply,
+    HttpErrorReply,
+    RawReply,
+    Reply,
+    Rule,
+    TextReply,
+    ToolCall,
+    ToolCallsReply,
+    _check_reply,
+    _error_response,
+    _json_response,
+    _phrase,
+    _Response,
+    arguments_from_schema,
+    http_error,
+    raw,
+    text,
+    tool_call,
+    tool_calls,
+)
 
 __all__ = [
     "CallEveryTool",
@@ -44,7 +60,6 @@ __all__ = [
     "ToolCallsReply",
     "arguments_from_schema",
     "http_error",
-    "main",
     "raw",
     "text",
     "tool_call",
@@ -53,313 +68,21 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SUBMIT_TOOL = "submit_result"
 DEFAULT_MODEL = "google/functiongemma-270m-it"
 """Served by default, so Remora's default server.model works against the scripted server."""
 DEFAULT_COMPLETION = "A scripted completion."
 """What /v1/completions answers when a test gives no `completion` function."""
 SCRIPT_EXHAUSTED = "scripted model: script exhausted"
 _RECEIVE_SIZE = 65536
-_MAX_SCHEMA_DEPTH = 32
-
-JSON: TypeAlias = Any
-Headers: TypeAlias = tuple[tuple[str, str], ...]
 
 
 # --------------------------------------------------------------------------- replies
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One function call; ``arguments`` is the JSON string sent on the wire, verbatim."""
-
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallsReply:
-    """An assistant message carrying one or more (parallel) tool calls."""
-
-    calls: tuple[ToolCall, ...]
-    content: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TextReply:
-    """A plain assistant message."""
-
-    content: str
-    finish_reason: str = "stop"
-
-
-@dataclass(frozen=True, slots=True)
-class HttpErrorReply:
-    """An error status with an OpenAI-style ``{"error": {...}}`` body."""
-
-    status: int
-    message: str
-    headers: Headers = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RawReply:
-    """Status, headers and body sent as given, for fault injection."""
-
-    status: int
-    body: bytes
-    headers: Headers = ()
-
-
-@dataclass(frozen=True, slots=True)
-class DelayedReply:
-    """Another reply, sent after `seconds` (a server slower than the client's timeout)."""
-
-    reply: ToolCallsReply | TextReply | HttpErrorReply | RawReply
-    seconds: float
-
-
-Reply: TypeAlias = ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply
-Rule: TypeAlias = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
-Arguments: TypeAlias = Mapping[str, Any] | str
-
-
-def _encode_arguments(arguments: Arguments | None) -> str:
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(dict(arguments or {}))
-
-
-def _headers(headers: Mapping[str, str] | None) -> Headers:
-    return tuple((str(k), str(v)) for k, v in (headers or {}).items())
-
-
-def tool_call(
-    name: str, arguments: Arguments | None = None, *, content: str | None = None
-) -> Reply:
-    """Reply with a single tool call; a str ``arguments`` is sent verbatim (may be invalid)."""
-    return ToolCallsReply((ToolCall(name, _encode_arguments(arguments)),), content)
-
-
-def tool_calls(*calls: tuple[str, Arguments], content: str | None = None) -> Reply:
-    """Reply with parallel tool calls, each given as ``(name, arguments)``."""
-    if not calls:
-        raise ValueError("tool_calls() needs at least one (name, arguments) pair")
-    return ToolCallsReply(tuple(ToolCall(n, _encode_arguments(a)) for n, a in calls), content)
-
-
-def text(content: str, *, finish_reason: str = "stop") -> Reply:
-    """Reply with plain assistant text."""
-    return TextReply(content, finish_reason)
-
-
-def http_error(
-    status: int, message: str | None = None, headers: Mapping[str, str] | None = None
-) -> Reply:
-    """Reply with an error status, e.g. ``http_error(429, headers={"Retry-After": "1"})``."""
-    return HttpErrorReply(status, message or _phrase(status), _headers(headers))
-
-
-def raw(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> Reply:
-    """Reply with anything, verbatim.
-
-    Content-Type defaults to JSON and Content-Length to ``len(body)``; declaring a longer
-    Content-Length makes the server drop the connection mid-body.
-    """
-    return RawReply(status, body, _headers(headers))
-
-
 # --------------------------------------------------------------------------- rules
 
 
-def arguments_from_schema(schema: Mapping[str, Any]) -> JSON:
-    """Build a small value that validates against ``schema`` (local ``$ref``s resolved)."""
-    return _example(schema, schema, 0)
-
-
-def _resolve_ref(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
-    if not ref.startswith("#"):
-        raise ValueError(f"only local $ref is supported, got {ref!r}")
-    node: Any = root
-    for part in ref.lstrip("#").strip("/").split("/"):
-        if part:
-            node = node[part.replace("~1", "/").replace("~0", "~")]
-    if not isinstance(node, Mapping):
-        raise ValueError(f"$ref {ref!r} does not point at a schema")
-    return node
-
-
-def _merge_all_of(schema: Mapping[str, Any]) -> dict[str, Any]:
-    merged = {k: v for k, v in schema.items() if k != "allOf"}
-    properties: dict[str, Any] = dict(merged.get("properties", {}))
-    required: list[str] = list(merged.get("required", []))
-    for part in schema["allOf"]:
-        for key, value in part.items():
-            if key == "properties":
-                properties.update(value)
-            elif key == "required":
-                required += [r for r in value if r not in required]
-            else:
-                merged.setdefault(key, value)
-    if properties:
-        merged["properties"] = properties
-    if required:
-        merged["required"] = required
-    return merged
-
-
-def _number(schema: Mapping[str, Any], zero: float) -> float:
-    value = zero
-    if "minimum" in schema:
-        value = max(value, schema["minimum"])
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        value = schema["exclusiveMinimum"] + 1
-    if "maximum" in schema:
-        value = min(value, schema["maximum"])
-    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-        value = schema["exclusiveMaximum"] - 1
-    return value
-
-
-def _example(schema: Mapping[str, Any] | bool, root: Mapping[str, Any], depth: int) -> JSON:
-    if isinstance(schema, bool) or depth > _MAX_SCHEMA_DEPTH:
-        return None
-    if "$ref" in schema:
-        return _example(_resolve_ref(schema["$ref"], root), root, depth + 1)
-    if "default" in schema:
-        return copy.deepcopy(schema["default"])
-    if "const" in schema:
-        return copy.deepcopy(schema["const"])
-    if schema.get("enum"):
-        return copy.deepcopy(schema["enum"][0])
-    for key in ("anyOf", "oneOf"):
-        if schema.get(key):
-            return _example(schema[key][0], root, depth + 1)
-    if schema.get("allOf"):
-        return _example(_merge_all_of(schema), root, depth + 1)
-
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
-    if kind is None:
-        if "properties" in schema or "required" in schema:
-            kind = "object"
-        elif "items" in schema or "prefixItems" in schema:
-            kind = "array"
-
-    if kind == "string":
-        length = max(1, schema.get("minLength", 1))
-        return "a" * min(length, schema.get("maxLength", length))
-    if kind == "integer":
-        return int(_number(schema, 0))
-    if kind == "number":
-        return float(_number(schema, 0.0))
-    if kind == "boolean":
-        return False
-    if kind == "array":
-        prefix = [_example(s, root, depth + 1) for s in schema.get("prefixItems", [])]
-        wanted = max(schema.get("minItems", 0) - len(prefix), 0)
-        items = schema.get("items", {})
-        return prefix + [_example(items, root, depth + 1) for _ in range(wanted)]
-    if kind == "object":
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties", {})
-        return {
-            name: _example(properties.get(name, extra), root, depth + 1)
-            for name in schema.get("required", [])
-        }
-    return None
-
-
-class CallEveryTool:
-    """Call every offered tool once, then ``submit_result`` (like pydantic-ai's TestModel).
-
-    Arguments are generated from each tool's JSON schema unless overridden per tool name
-    in ``arguments`` (a str override is sent verbatim). A ``tool_choice`` that names a
-    function is honoured; ``tool_choice="none"`` gets text.
-    """
-
-    def __init__(
-        self,
-        arguments: Mapping[str, Arguments] | None = None,
-        *,
-        submit_tool: str = SUBMIT_TOOL,
-        final_text: str = "done",
-    ) -> None:
-        self.arguments = dict(arguments or {})
-        self.submit_tool = submit_tool
-        self.final_text = final_text
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        schemas: dict[str, Mapping[str, Any]] = {}
-        for tool in body.get("tools") or []:
-            function = tool.get("function") or {}
-            if tool.get("type", "function") == "function" and "name" in function:
-                schemas[function["name"]] = function.get("parameters") or {}
-
-        choice = body.get("tool_choice")
-        if choice == "none" or not schemas:
-            return text(self.final_text)
-        if isinstance(choice, Mapping) and (forced := (choice.get("function") or {}).get("name")):
-            return self._call(forced, schemas.get(forced, {}))
-
-        called = {
-            (call.get("function") or {}).get("name")
-            for message in body.get("messages") or []
-            if isinstance(message, Mapping) and message.get("role") == "assistant"
-            for call in message.get("tool_calls") or []
-        }
-        for name, schema in schemas.items():
-            if name != self.submit_tool and name not in called:
-                return self._call(name, schema)
-        if self.submit_tool in schemas:
-            return self._call(self.submit_tool, schemas[self.submit_tool])
-        return text(self.final_text)
-
-    def _call(self, name: str, schema: Mapping[str, Any]) -> Reply:
-        if name in self.arguments:
-            return tool_call(name, self.arguments[name])
-        generated = arguments_from_schema(schema)
-        return tool_call(name, generated if isinstance(generated, dict) else {})
-
-
 # --------------------------------------------------------------------------- server
-
-
-def _phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return f"HTTP {status}"
-
-
-def _check_reply(item: object, what: str) -> Reply:
-    if not isinstance(item, ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply):
-        raise TypeError(f"{what} is not a reply: {item!r}")
-    return item
-
-
-def _error_body(status: int, message: str) -> bytes:
-    code = _phrase(status).lower().replace(" ", "_").replace("-", "_")
-    kind = "server_error" if status >= 500 else "invalid_request_error"
-    return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
-
-
-@dataclass(slots=True)
-class _Response:
-    status: int
-    body: bytes
-    headers: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _json_response(status: int, payload: JSON) -> _Response:
-    return _Response(status, json.dumps(payload).encode(), [("Content-Type", "application/json")])
-
-
-def _error_response(status: int, message: str, headers: Headers = ()) -> _Response:
-    return _Response(
-        status, _error_body(status, message), [("Content-Type", "application/json"), *headers]
-    )
 
 
 class ScriptedModelServer:
@@ -669,163 +392,7 @@ class ScriptedModelServer:
         )
 
 
-# --------------------------------------------------------------------------- faults
-
-FAULTS = (
-    "drop",
-    "429",
-    "500",
-    "502",
-    "503",
-    "slow",
-    "truncated",
-    "not_json",
-    "no_choices",
-    "null_message",
-    "huge",
-)
-"""Every fault `FaultInjector` can produce."""
-
-
-class FaultInjector:
-    """Wraps a rule: each request gets, with probability `rate`, a fault instead of the rule's
-    reply. Seeded, so a run is reproducible; `injected` counts what was sent."""
-
-    def __init__(
-        self,
-        rule: Rule,
-        *,
-        rate: float,
-        seed: int = 0,
-        faults: Sequence[str] = FAULTS,
-        slow_seconds: float = 30.0,
-        huge_bytes: int = 2_000_000,
-    ) -> None:
-        unknown = sorted(set(faults) - set(FAULTS))
-        if unknown:
-            raise ValueError(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
-        self.rule, self.rate, self.faults = rule, rate, list(faults)
-        self.slow_seconds, self.huge_bytes = slow_seconds, huge_bytes
-        self._random = random.Random(seed)
-        self.injected: Counter[str] = Counter()
-
-    async def __call__(self, body: dict[str, Any]) -> Reply:
-        if self._random.random() >= self.rate:
-            result = self.rule(body)
-            return _check_reply(await result if inspect.isawaitable(result) else result, "rule")
-        fault = self._random.choice(self.faults)
-        self.injected[fault] += 1
-        return self.fault_reply(fault)
-
-    def fault_reply(self, fault: str) -> Reply:
-        json_type = (("content-type", "application/json"),)
-        if fault == "drop":  # promises more bytes than it sends: the connection drops
-            return RawReply(200, b'{"id": "x", "choi', (*json_type, ("content-length", "4096")))
-        if fault == "429":
-            return HttpErrorReply(429, "rate limited (injected)", (("retry-after", "0"),))
-        if fault in ("500", "502", "503"):
-            return HttpErrorReply(int(fault), f"injected {fault}")
-        if fault == "slow":
-            return DelayedReply(TextReply("too late"), self.slow_seconds)
-        if fault == "truncated":
-            return RawReply(200, b'{"id": "x", "object": "chat.completion", "choices": [{"in')
-        if fault == "not_json":
-            return RawReply(200, b"<html>502 Bad Gateway</html>", (("content-type", "text/html"),))
-        if fault == "no_choices":
-            return RawReply(
-                200,
-                json.dumps(
-                    {
-                        "id": "x",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": "m",
-                        "choices": [],
-                    }
-                ).encode(),
-            )
-        if fault == "null_message":
-            payload = {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "m",
-                "choices": [{"index": 0, "message": None, "finish_reason": "stop"}],
-            }
-            return RawReply(200, json.dumps(payload).encode())
-        return TextReply("x" * self.huge_bytes)  # huge
-
-
-# --------------------------------------------------------------------------- process
-
-
-async def _run_process(server: ScriptedModelServer) -> None:
-    # The signal receiver is installed before announcing the URL, so a SIGTERM sent as
-    # soon as the line is read still ends in a clean exit.
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with anyio.create_task_group() as tg:
-            base_url = await tg.start(server.serve)
-            print(f"base_url={base_url}", flush=True)
-            async for _ in signals:
-                break
-            tg.cancel_scope.cancel()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Serve the CallEveryTool rule until SIGINT/SIGTERM."""
-    parser = argparse.ArgumentParser(
-        prog="python -m remora.models.scripted",
-        description="OpenAI-compatible test model server that calls every offered tool once.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
-    parser.add_argument(
-        "--model",
-        dest="models",
-        action="extend",
-        nargs="+",
-        metavar="NAME",
-        help=f"model ids listed by GET /v1/models (default: {DEFAULT_MODEL})",
-    )
-    parser.add_argument(
-        "--fault-rate",
-        type=float,
-        default=0.0,
-        metavar="P",
-        help="probability that a chat request gets an injected fault instead of a reply",
-    )
-    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault sequence")
-    parser.add_argument(
-        "--faults",
-        default=",".join(FAULTS),
-        help=f"comma-separated faults to draw from (default: all: {','.join(FAULTS)})",
-    )
-    parser.add_argument(
-        "--slow-seconds", type=float, default=30.0, help="delay of the 'slow' fault"
-    )
-    args = parser.parse_args(argv)
-    rule: Rule = CallEveryTool()
-    if args.fault_rate > 0:
-        rule = FaultInjector(
-            rule,
-            rate=args.fault_rate,
-            seed=args.fault_seed,
-            faults=[fault for fault in args.faults.split(",") if fault],
-            slow_seconds=args.slow_seconds,
-        )
-    server = ScriptedModelServer(
-        rule=rule,
-        host=args.host,
-        port=args.port,
-        latency=args.latency,
-        models=args.models or (DEFAULT_MODEL,),
-    )
-    # SIGINT before the signal receiver is installed still means "stop", not a traceback.
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(_run_process, server)
-    return 0
-
-
 if __name__ == "__main__":
+    from remora.models.scripted_cli import main
+
     sys.exit(main())

@@ -1,0 +1,314 @@
+"""What the scripted model answers: reply values (tool calls, text, HTTP errors, raw bytes,
+delays), their constructors, and the rule that calls every offered tool with arguments made from
+its schema."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, TypeAlias
+
+SUBMIT_TOOL = "submit_result"
+
+
+_MAX_SCHEMA_DEPTH = 32
+
+
+JSON: TypeAlias = Any
+
+
+Headers: TypeAlias = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call; ``arguments`` is the JSON string sent on the wire, verbatim."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsReply:
+    """An assistant message carrying one or more (parallel) tool calls."""
+
+    calls: tuple[ToolCall, ...]
+    content: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextReply:
+    """A plain assistant message."""
+
+    content: str
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpErrorReply:
+    """An error status with an OpenAI-style ``{"error": {...}}`` body."""
+
+    status: int
+    message: str
+    headers: Headers = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RawReply:
+    """Status, headers and body sent as given, for fault injection."""
+
+    status: int
+    body: bytes
+    headers: Headers = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedReply:
+    """Another reply, sent after `seconds` (a server slower than the client's timeout)."""
+
+    reply: ToolCallsReply | TextReply | HttpErrorReply | RawReply
+    seconds: float
+
+
+Reply: TypeAlias = ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply
+
+
+Rule: TypeAlias = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
+
+
+Arguments: TypeAlias = Mapping[str, Any] | str
+
+
+def _encode_arguments(arguments: Arguments | None) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(dict(arguments or {}))
+
+
+def _headers(headers: Mapping[str, str] | None) -> Headers:
+    return tuple((str(k), str(v)) for k, v in (headers or {}).items())
+
+
+def tool_call(
+    name: str, arguments: Arguments | None = None, *, content: str | None = None
+) -> Reply:
+    """Reply with a single tool call; a str ``arguments`` is sent verbatim (may be invalid)."""
+    return ToolCallsReply((ToolCall(name, _encode_arguments(arguments)),), content)
+
+
+def tool_calls(*calls: tuple[str, Arguments], content: str | None = None) -> Reply:
+    """Reply with parallel tool calls, each given as ``(name, arguments)``."""
+    if not calls:
+        raise ValueError("tool_calls() needs at least one (name, arguments) pair")
+    return ToolCallsReply(tuple(ToolCall(n, _encode_arguments(a)) for n, a in calls), content)
+
+
+def text(content: str, *, finish_reason: str = "stop") -> Reply:
+    """Reply with plain assistant text."""
+    return TextReply(content, finish_reason)
+
+
+def http_error(
+    status: int, message: str | None = None, headers: Mapping[str, str] | None = None
+) -> Reply:
+    """Reply with an error status, e.g. ``http_error(429, headers={"Retry-After": "1"})``."""
+    return HttpErrorReply(status, message or _phrase(status), _headers(headers))
+
+
+def raw(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> Reply:
+    """Reply with anything, verbatim.
+
+    Content-Type defaults to JSON and Content-Length to ``len(body)``; declaring a longer
+    Content-Length makes the server drop the connection mid-body.
+    """
+    return RawReply(status, body, _headers(headers))
+
+
+def arguments_from_schema(schema: Mapping[str, Any]) -> JSON:
+    """Build a small value that validates against ``schema`` (local ``$ref``s resolved)."""
+    return _example(schema, schema, 0)
+
+
+def _resolve_ref(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
+    if not ref.startswith("#"):
+        raise ValueError(f"only local $ref is supported, got {ref!r}")
+    node: Any = root
+    for part in ref.lstrip("#").strip("/").split("/"):
+        if part:
+            node = node[part.replace("~1", "/").replace("~0", "~")]
+    if not isinstance(node, Mapping):
+        raise ValueError(f"$ref {ref!r} does not point at a schema")
+    return node
+
+
+def _merge_all_of(schema: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {k: v for k, v in schema.items() if k != "allOf"}
+    properties: dict[str, Any] = dict(merged.get("properties", {}))
+    required: list[str] = list(merged.get("required", []))
+    for part in schema["allOf"]:
+        for key, value in part.items():
+            if key == "properties":
+                properties.update(value)
+            elif key == "required":
+                required += [r for r in value if r not in required]
+            else:
+                merged.setdefault(key, value)
+    if properties:
+        merged["properties"] = properties
+    if required:
+        merged["required"] = required
+    return merged
+
+
+def _number(schema: Mapping[str, Any], zero: float) -> float:
+    value = zero
+    if "minimum" in schema:
+        value = max(value, schema["minimum"])
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        value = schema["exclusiveMinimum"] + 1
+    if "maximum" in schema:
+        value = min(value, schema["maximum"])
+    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+        value = schema["exclusiveMaximum"] - 1
+    return value
+
+
+def _example(schema: Mapping[str, Any] | bool, root: Mapping[str, Any], depth: int) -> JSON:
+    if isinstance(schema, bool) or depth > _MAX_SCHEMA_DEPTH:
+        return None
+    if "$ref" in schema:
+        return _example(_resolve_ref(schema["$ref"], root), root, depth + 1)
+    if "default" in schema:
+        return copy.deepcopy(schema["default"])
+    if "const" in schema:
+        return copy.deepcopy(schema["const"])
+    if schema.get("enum"):
+        return copy.deepcopy(schema["enum"][0])
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return _example(schema[key][0], root, depth + 1)
+    if schema.get("allOf"):
+        return _example(_merge_all_of(schema), root, depth + 1)
+
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
+    if kind is None:
+        if "properties" in schema or "required" in schema:
+            kind = "object"
+        elif "items" in schema or "prefixItems" in schema:
+            kind = "array"
+
+    if kind == "string":
+        length = max(1, schema.get("minLength", 1))
+        return "a" * min(length, schema.get("maxLength", length))
+    if kind == "integer":
+        return int(_number(schema, 0))
+    if kind == "number":
+        return float(_number(schema, 0.0))
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        prefix = [_example(s, root, depth + 1) for s in schema.get("prefixItems", [])]
+        wanted = max(schema.get("minItems", 0) - len(prefix), 0)
+        items = schema.get("items", {})
+        return prefix + [_example(items, root, depth + 1) for _ in range(wanted)]
+    if kind == "object":
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties", {})
+        return {
+            name: _example(properties.get(name, extra), root, depth + 1)
+            for name in schema.get("required", [])
+        }
+    return None
+
+
+class CallEveryTool:
+    """Call every offered tool once, then ``submit_result`` (like pydantic-ai's TestModel).
+
+    Arguments are generated from each tool's JSON schema unless overridden per tool name
+    in ``arguments`` (a str override is sent verbatim). A ``tool_choice`` that names a
+    function is honoured; ``tool_choice="none"`` gets text.
+    """
+
+    def __init__(
+        self,
+        arguments: Mapping[str, Arguments] | None = None,
+        *,
+        submit_tool: str = SUBMIT_TOOL,
+        final_text: str = "done",
+    ) -> None:
+        self.arguments = dict(arguments or {})
+        self.submit_tool = submit_tool
+        self.final_text = final_text
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        schemas: dict[str, Mapping[str, Any]] = {}
+        for tool in body.get("tools") or []:
+            function = tool.get("function") or {}
+            if tool.get("type", "function") == "function" and "name" in function:
+                schemas[function["name"]] = function.get("parameters") or {}
+
+        choice = body.get("tool_choice")
+        if choice == "none" or not schemas:
+            return text(self.final_text)
+        if isinstance(choice, Mapping) and (forced := (choice.get("function") or {}).get("name")):
+            return self._call(forced, schemas.get(forced, {}))
+
+        called = {
+            (call.get("function") or {}).get("name")
+            for message in body.get("messages") or []
+            if isinstance(message, Mapping) and message.get("role") == "assistant"
+            for call in message.get("tool_calls") or []
+        }
+        for name, schema in schemas.items():
+            if name != self.submit_tool and name not in called:
+                return self._call(name, schema)
+        if self.submit_tool in schemas:
+            return self._call(self.submit_tool, schemas[self.submit_tool])
+        return text(self.final_text)
+
+    def _call(self, name: str, schema: Mapping[str, Any]) -> Reply:
+        if name in self.arguments:
+            return tool_call(name, self.arguments[name])
+        generated = arguments_from_schema(schema)
+        return tool_call(name, generated if isinstance(generated, dict) else {})
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def _check_reply(item: object, what: str) -> Reply:
+    if not isinstance(item, ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply):
+        raise TypeError(f"{what} is not a reply: {item!r}")
+    return item
+
+
+def _error_body(status: int, message: str) -> bytes:
+    code = _phrase(status).lower().replace(" ", "_").replace("-", "_")
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
+
+
+@dataclass(slots=True)
+class _Response:
+    status: int
+    body: bytes
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _json_response(status: int, payload: JSON) -> _Response:
+    return _Response(status, json.dumps(payload).encode(), [("Content-Type", "application/json")])
+
+
+def _error_response(status: int, message: str, headers: Headers = ()) -> _Response:
+    return _Response(
+        status, _error_body(status, message), [("Content-Type", "application/json"), *headers]
+    )
