@@ -15,11 +15,11 @@ from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.models.openai_client import OpenAIChatModel
 from remora.models.scripted import (
-    ScriptedModelServer,
     http_error,
     text,
     tool_call,
 )
+from remora.models.scripted_model import ScriptedModel
 from remora.protocol.profiles import PROFILES
 from remora.results import JobResult
 from remora.runner import FINAL_REMINDER, REMINDER, FunctionGemmaRunner
@@ -65,22 +65,18 @@ async def run_job(
     profile: ModelProfileName = ModelProfileName.FUNCTIONGEMMA,
     **runner: Any,
 ) -> tuple[JobResult, list[dict[str, Any]]]:
-    with ScriptedModelServer(script=script) as server:
-        model = OpenAIChatModel(ServerSettings(base_url=server.base_url, retries=0, timeout=5))
-        try:
-            result = await FunctionGemmaRunner(
-                agent,
-                node,
-                model=model,
-                sandbox=sandbox,
-                commands=CommandRunner(CommandSettings()),
-                workspace=Workspace(project),
-                profile=PROFILES[profile],
-                settings=RunnerSettings(**runner),
-            ).run()
-        finally:
-            await model.aclose()
-        return result, server.requests
+    model = ScriptedModel(script)
+    result = await FunctionGemmaRunner(
+        agent,
+        node,
+        model=model,
+        sandbox=sandbox,
+        commands=CommandRunner(CommandSettings()),
+        workspace=Workspace(project),
+        profile=PROFILES[profile],
+        settings=RunnerSettings(**runner),
+    ).run()
+    return result, model.requests
 
 
 def assert_not_done(result: JobResult) -> None:

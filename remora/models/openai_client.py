@@ -137,23 +137,7 @@ class OpenAIChatModel:
             raise ModelError(f"malformed reply from {url} to GET /models: {exc}") from exc
 
     async def complete(self, request: ChatRequest) -> ModelReply:
-        body: dict[str, Any] = {
-            "model": request.model,
-            "messages": request.messages,
-            "tools": request.tools,
-            "tool_choice": request.tool_choice,
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-        }
-        if not request.parallel_calls:
-            # Remora's server plugin then stops where the first call ends.
-            body["parallel_tool_calls"] = False
-        if request.grammar:
-            # vLLM's structured outputs; the call markers are special tokens, which vLLM would
-            # otherwise strip before its tool parser sees them.
-            body["structured_outputs"] = {"grammar": request.grammar}
-            body["skip_special_tokens"] = False
-        data = await self.post_json("/chat/completions", body)
+        data = await self.post_json("/chat/completions", chat_body(request))
         try:
             return parse_chat_reply(data)
         except MalformedReply as exc:
@@ -198,6 +182,27 @@ class OpenAIChatModel:
             return json.loads(response.content)
         except (ValueError, RecursionError) as exc:
             raise MalformedReply(f"not JSON: {response.content[:120]!r}") from exc
+
+
+def chat_body(request: ChatRequest) -> dict[str, Any]:
+    """The JSON body of POST /chat/completions for `request`."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": request.messages,
+        "tools": request.tools,
+        "tool_choice": request.tool_choice,
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+    }
+    if not request.parallel_calls:
+        # Remora's server plugin then stops where the first call ends.
+        body["parallel_tool_calls"] = False
+    if request.grammar:
+        # vLLM's structured outputs; the call markers are special tokens, which vLLM would
+        # otherwise strip before its tool parser sees them.
+        body["structured_outputs"] = {"grammar": request.grammar}
+        body["skip_special_tokens"] = False
+    return body
 
 
 def _json_body(response: httpx.Response, url: str) -> object:

@@ -259,9 +259,9 @@ class ScriptedModelServer:
         method = request.method.decode("ascii", "replace").upper()
         path = request.target.decode("ascii", "replace").split("?", 1)[0].rstrip("/")
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
-            return await self._chat(body)
+            return await self.answer_chat(body)
         if method == "POST" and path in ("/v1/completions", "/completions"):
-            return self._completion(body)
+            return self.answer_completion(body)
         if method == "GET" and path in ("/v1/models", "/models"):
             self.model_list_requests += 1
             data = [
@@ -273,7 +273,8 @@ class ScriptedModelServer:
 
     # -- text completions
 
-    def _completion(self, raw_body: bytes) -> _Response:
+    def answer_completion(self, raw_body: bytes) -> _Response:
+        """POST /v1/completions, over HTTP or in process (`ScriptedModel`)."""
         try:
             body = json.loads(raw_body)
         except ValueError as exc:
@@ -306,7 +307,8 @@ class ScriptedModelServer:
 
     # -- chat completions
 
-    async def _chat(self, raw_body: bytes) -> _Response:
+    async def answer_chat(self, raw_body: bytes) -> _Response:
+        """POST /v1/chat/completions, over HTTP or in process (`ScriptedModel`)."""
         try:
             body = json.loads(raw_body)
         except ValueError as exc:
@@ -348,7 +350,7 @@ class ScriptedModelServer:
         return await result if inspect.isawaitable(result) else result
 
     def _render(self, body: dict[str, Any], reply: Reply) -> _Response:
-        if isinstance(reply, DelayedReply):  # already waited for in _chat
+        if isinstance(reply, DelayedReply):  # already waited for in answer_chat
             reply = reply.reply
         if isinstance(reply, RawReply):
             return _Response(reply.status, reply.body, list(reply.headers))

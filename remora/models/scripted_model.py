@@ -1,0 +1,89 @@
+"""The scripted model in process: the same scripts and rules as `ScriptedModelServer` (it is
+one, never listening) behind the `ChatModel` and `CompletionModel` interfaces, so unit tests of
+the runner need no server. Requests reach it as the same JSON bodies the HTTP client sends, and
+replies come back through the same parser; end-to-end tests keep the real HTTP server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from remora.models.openai_client import chat_body
+from remora.models.scripted import DEFAULT_MODEL, ScriptedModelServer
+from remora.models.scripted_replies import Reply, Rule, _Response
+from remora.protocol.completion import Completion, CompletionRequest, parse_completion
+from remora.protocol.messages import (
+    ChatRequest,
+    MalformedReply,
+    ModelError,
+    ModelReply,
+    parse_chat_reply,
+)
+
+
+class ScriptedModel:
+    def __init__(
+        self,
+        script: Iterable[Reply] | None = None,
+        *,
+        rule: Rule | None = None,
+        completion: Callable[[dict[str, Any]], str] | None = None,
+        models: Sequence[str] = (DEFAULT_MODEL,),
+    ) -> None:
+        self.server = ScriptedModelServer(
+            script=script, rule=rule, completion=completion, models=models
+        )
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every chat request's body, as the HTTP client would have sent it."""
+        return self.server.requests
+
+    @property
+    def completion_requests(self) -> list[dict[str, Any]]:
+        return self.server.completion_requests
+
+    async def complete(self, request: ChatRequest) -> ModelReply:
+        response = await self.server.answer_chat(json.dumps(chat_body(request)).encode())
+        try:
+            return parse_chat_reply(_json_of(response))
+        except MalformedReply as exc:
+            raise ModelError(f"malformed reply from the scripted model: {exc}") from exc
+
+    async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": request.prompt,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+        }
+        if request.stop:
+            body["stop"] = request.stop
+        response = self.server.answer_completion(json.dumps(body).encode())
+        try:
+            return parse_completion(_json_of(response), request.stop)
+        except MalformedReply as exc:
+            raise ModelError(f"malformed reply from the scripted model: {exc}") from exc
+
+    async def list_models(self) -> list[str]:
+        return list(self.server.models)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _json_of(response: _Response) -> object:
+    """The reply's JSON, or the ModelError the HTTP client would end with (without retries)."""
+    try:
+        data = json.loads(response.body)
+    except ValueError:
+        raise ModelError(
+            f"scripted model: the reply is not JSON (HTTP {response.status})"
+        ) from None
+    if response.status != 200:
+        error = data.get("error") if isinstance(data, dict) else None
+        message = error.get("message") if isinstance(error, dict) else response.body.decode()
+        raise ModelError(f"scripted model answered HTTP {response.status}: {message}")
+    return data
