@@ -10,7 +10,7 @@ import pytest
 
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
 from remora.analysis.run import analyze
-from remora.config import load_settings
+from remora.config_loading import load_settings
 from remora.errors import RunFailed, UserInputError
 from remora.events import Events
 from remora.models.scripted import ScriptedModelServer, tool_call

@@ -23,7 +23,8 @@ import pytest
 from remora.cache import ResultCache
 from remora.cache_folder import cache_dir_problem
 from remora.cli.main import main
-from remora.config import CommandSettings, load_settings
+from remora.config import CommandSettings
+from remora.config_loading import load_settings
 from remora.discovery.cache import DefinitionCache, content_key, encode_entry
 from remora.discovery.discover import discover_nodes
 from remora.models.scripted import CallEveryTool, ScriptedModelServer, tool_call

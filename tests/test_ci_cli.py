@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.config import load_settings
+from remora.config_loading import load_settings
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
 from remora.shard import in_shard
 

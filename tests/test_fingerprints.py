@@ -15,7 +15,7 @@ import pytest
 from remora.analysis.request import AnalyzeRequest
 from remora.analysis.run import analyze
 from remora.cli.main import main
-from remora.config import load_settings
+from remora.config_loading import load_settings
 from remora.fingerprint import finding_fingerprint_v1
 from remora.models.scripted import ScriptedModelServer, tool_call
 

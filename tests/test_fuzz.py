@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remora.agents.definition import load_agent
-from remora.config import CommandSettings, ModelProfileName, RunnerSettings, load_settings
+from remora.config import CommandSettings, ModelProfileName, RunnerSettings
+from remora.config_loading import load_settings
 from remora.discovery.discover import discover_nodes
 from remora.errors import UserInputError
 from remora.protocol import functiongemma as fg

@@ -26,7 +26,7 @@ import pytest
 from remora.cli.flags import cli_settings
 from remora.cli.main import build_parser
 from remora.cli.watch import RunTally, relevant_changes, watch, watch_roots
-from remora.config import load_settings
+from remora.config_loading import load_settings
 from remora.models.scripted import CallEveryTool, ScriptedModelServer
 
 MORE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"

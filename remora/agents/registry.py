@@ -15,7 +15,7 @@ from remora.agents.definition import (
     load_definition,
     load_tools,
 )
-from remora.config import LoadedSettings
+from remora.config_loading import LoadedSettings
 from remora.errors import UserInputError
 
 DEFINITION_FILE = "agent.yaml"

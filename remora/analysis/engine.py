@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from remora.agents.definition import Agent
-from remora.config import LoadedSettings, ModelProfileName, RemoraSettings
+from remora.config import ModelProfileName, RemoraSettings
+from remora.config_loading import LoadedSettings
 from remora.errors import RunFailed, UserInputError
 from remora.models.engine import server_model
 from remora.models.local import INSTALL_HINT, LocalChatModel

@@ -20,7 +20,7 @@ from remora.apply import apply_changes
 from remora.baseline import Baseline
 from remora.cache import ResultCache
 from remora.cache_folder import cache_dir_problem
-from remora.config import LoadedSettings
+from remora.config_loading import LoadedSettings
 from remora.errors import RunFailed, UserInputError
 from remora.events import NO_EVENTS, Events
 from remora.orchestrator import run_jobs

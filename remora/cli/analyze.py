@@ -17,7 +17,7 @@ from remora.apply import combined_patch
 from remora.atomic import output_problem, write_text_atomic
 from remora.cli.console import fail, say, stderr, warn
 from remora.cli.flags import agent_names, config_flags, load, run_flags
-from remora.config import LoadedSettings
+from remora.config_loading import LoadedSettings
 from remora.dashboard.view import run_with_dashboard
 from remora.errors import ExitCode, RunFailed
 from remora.events import Events

@@ -17,7 +17,7 @@ from remora.analysis.plan import discover
 from remora.cache_folder import clean
 from remora.cli.console import fail, stderr, stdout_console, warn
 from remora.cli.flags import config_flags, load
-from remora.config import render_settings
+from remora.config_loading import render_settings
 from remora.errors import ExitCode
 from remora.report.paths import shown_node
 
