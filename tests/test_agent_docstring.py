@@ -20,12 +20,10 @@ import pytest
 
 from remora.cli.main import main
 from remora.models.scripted import Reply, ScriptedModelServer, tool_call
-from remora.sandbox.python_checks import (
-    check_docstring,
-    compare_python,
-    parse_docstring,
-    render_docstring,
-)
+from remora.tool_library.docstring_check import check_docstring
+from remora.tool_library.docstring_parse import parse_docstring
+from remora.tool_library.docstring_render import render_docstring
+from remora.tool_library.source_compare import compare_python
 
 REPO = Path(__file__).parent.parent
 DEMO = REPO / "examples" / "demo"

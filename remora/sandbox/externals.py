@@ -16,8 +16,11 @@ from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
 from remora.protocol.completion import CompletionRequest
 from remora.results import ErrorCode, JobError
-from remora.sandbox import python_checks
 from remora.sandbox.commands import CommandMissing, CommandRunner
+from remora.tool_library.docstring_check import check_docstring
+from remora.tool_library.docstring_parse import parse_docstring
+from remora.tool_library.docstring_render import render_docstring
+from remora.tool_library.source_compare import compare_python
 from remora.workspace import Workspace, WorkspaceError
 
 HOST_STUBS = (Path(__file__).parent / "host_functions.pyi").read_text(encoding="utf-8")
@@ -132,10 +135,10 @@ def host_functions(
         "environment_error": environment_error,
         "complete": complete,
         # Pure functions of their arguments: no workspace access, safe to share.
-        "check_docstring": python_checks.check_docstring,
-        "parse_docstring": python_checks.parse_docstring,
-        "render_docstring": python_checks.render_docstring,
-        "compare_python": python_checks.compare_python,
+        "check_docstring": check_docstring,
+        "parse_docstring": parse_docstring,
+        "render_docstring": render_docstring,
+        "compare_python": compare_python,
         "validate_json": validate_json,
     }
 
