@@ -284,13 +284,5 @@ def test_schema_for_richer_signatures(
     assert code == 1
 
 
-def test_the_two_tools_share_one_schema_derivation() -> None:
-    """Tool calls share no state, so write_samples carries a copy of signature_schema's code."""
-    first = (AGENT / "tools" / "signature_schema.pym").read_text()
-    second = (AGENT / "tools" / "write_samples.pym").read_text()
-    shared = first[first.index("info = node_info()") : first.index("schema, findings = ")]
-    assert shared in second
-
-
 def test_tool_check_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tool", "check", "sample_data"]) == 0, capsys.readouterr()

@@ -17,9 +17,12 @@ from remora.discovery.nodes import Node
 from remora.protocol.completion import CompletionRequest
 from remora.results import ErrorCode, JobError
 from remora.sandbox.commands import CommandMissing, CommandRunner
+from remora.tool_library import calls, findings
 from remora.tool_library.docstring_check import check_docstring
 from remora.tool_library.docstring_parse import parse_docstring
 from remora.tool_library.docstring_render import render_docstring
+from remora.tool_library.module_paths import module_of, project_of
+from remora.tool_library.signatures import describe_schema, signature_schema
 from remora.tool_library.source_compare import compare_python
 from remora.workspace import Workspace, WorkspaceError
 
@@ -98,6 +101,29 @@ def host_functions(
     def file_exists(path: str) -> bool:
         return workspace.exists(_path(path))
 
+    def module_name(path: str) -> dict[str, str]:
+        module, import_root = module_of(_path(path), file_exists)
+        return {"module": module, "import_root": import_root}
+
+    def project_folder(path: str) -> str:
+        return project_of(_path(path), file_exists)
+
+    def arguments_schema() -> dict[str, Any]:
+        module, _ = module_of(node.file, file_exists)
+        schema, findings = signature_schema(node_info(), module, node.qualified_name)
+        return {"schema": schema, "findings": findings}
+
+    async def propose_calls(
+        source: str, temperatures: list[float], max_tokens: int = 48
+    ) -> list[str]:
+        return await calls.propose_calls(source, node.name, temperatures, max_tokens, complete)
+
+    def docstring_finding(check: dict[str, Any]) -> dict[str, Any]:
+        return findings.docstring_finding(check, node.qualified_name, node.type.value)
+
+    def docstring_skip_reason(check: dict[str, Any], include_private: bool = False) -> str | None:
+        return findings.docstring_skip_reason(check, node.qualified_name, include_private)
+
     def node_info() -> dict[str, Any]:
         return describe_node(node)
 
@@ -140,6 +166,15 @@ def host_functions(
         "render_docstring": render_docstring,
         "compare_python": compare_python,
         "validate_json": validate_json,
+        "module_name": module_name,
+        "project_folder": project_folder,
+        "arguments_schema": arguments_schema,
+        "describe_schema": describe_schema,
+        "closing_call": calls.closing_call,
+        "propose_calls": propose_calls,
+        "ruff_finding": findings.ruff_finding,
+        "docstring_finding": docstring_finding,
+        "docstring_skip_reason": docstring_skip_reason,
     }
 
 

@@ -67,3 +67,44 @@ def compare_python(before: str, after: str) -> dict[str, Any]:
 def validate_json(value: Any, schema: dict[str, Any]) -> list[str]:
     """`value` checked against a JSON schema (Draft 2020-12) by the jsonschema library: one
     "path: message" per error, [] when valid."""
+
+# Where a file sits in its project, as the job's workspace shows it.
+def module_name(path: str) -> dict[str, str]:
+    """module: the dotted name the file is imported as; import_root: the folder it is imported
+    from (the first folder up without __init__.py; "" for the project root)."""
+
+def project_folder(path: str) -> str:
+    """The nearest folder up from the file with pyproject.toml, setup.py, setup.cfg, pytest.ini
+    or tox.ini ("" for the project root)."""
+
+# A function's arguments as JSON (the node's signature; annotations read, never evaluated).
+def arguments_schema() -> dict[str, Any]:
+    """schema: the JSON schema (Draft 2020-12) of the node's arguments as one object (int,
+    float, str, bool, None, list/set/tuple/dict, unions, Literal; a default makes a parameter
+    optional; no annotation or no JSON form accepts any value); findings: SMP100/SMP101 for
+    the parameters it cannot check."""
+
+def describe_schema(schema: dict[str, Any]) -> str:
+    """A short type name for a schema: "number", "list of integer", "one of 'a', 'b'"."""
+
+async def propose_calls(source: str, temperatures: list[float], max_tokens: int = 48) -> list[str]:
+    """Distinct calls of the node's function the job's model proposes, one draft per
+    temperature, by continuing `result = NAME(` in a test after `source` (the module's code).
+    Drafts are proposals: check them before they count."""
+
+def closing_call(text: str) -> str | None:
+    """`text` (what follows `name(` in a continued call) cut at the parenthesis that closes
+    the call, brackets in string literals ignored; None when it never closes."""
+
+# Findings two tools of one agent report alike.
+def ruff_finding(problem: dict[str, Any], line: int) -> dict[str, Any]:
+    """One problem of `ruff check --output-format json` as a finding on `line` (rule, message,
+    line, column, severity: error for syntax errors and E9xx, else warning)."""
+
+def docstring_finding(check: dict[str, Any]) -> dict[str, Any]:
+    """DOC100 (missing) or DOC101 (disagrees with the signature) for this node's
+    check_docstring result."""
+
+def docstring_skip_reason(check: dict[str, Any], include_private: bool = False) -> str | None:
+    """Why the options leave this node's definition alone (private, nested, or check_docstring's
+    own skip_reason), or None."""

@@ -1,0 +1,60 @@
+"""Calls a model proposes by continuing code, and where the parenthesis that closes one is."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+
+def closing_call(text: str) -> str | None:
+    """`text` (what follows `name(`) cut at the parenthesis that closes the call, or None when
+    it never closes. Brackets inside string literals do not count."""
+    depth = 1
+    quote = ""
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif text.startswith(quote, index):
+                index += len(quote) - 1
+                quote = ""
+        elif text.startswith(('"""', "'''"), index):
+            quote = text[index : index + 3]
+            index += 2
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[:index]
+        index += 1
+    return None
+
+
+async def propose_calls(
+    source: str,
+    name: str,
+    temperatures: Sequence[float],
+    max_tokens: int,
+    complete: Callable[[str, list[str], int, float], Awaitable[str]],
+) -> list[str]:
+    """Distinct calls of `name` the job's model proposes by continuing a test's first line,
+    `result = name(`, after the module's own source (what base models have seen after a module
+    most often), once per temperature; the drafting stops at the first failed completion."""
+    prompt = source.rstrip() + "\n\n\ndef test_" + name + "():\n    result = " + name + "("
+    calls: list[str] = []
+    for temperature in temperatures:
+        try:
+            text = await complete(prompt, ["\n"], max_tokens, temperature)
+        except Exception:  # the model could not be asked: what was proposed so far stands
+            break
+        arguments = closing_call(text)
+        if arguments is None:
+            continue
+        call = name + "(" + arguments.strip() + ")"
+        if call not in calls:
+            calls.append(call)
+    return calls
