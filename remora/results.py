@@ -39,6 +39,8 @@ class ErrorCode(StrEnum):
     SANDBOX_CRASHED = "sandbox_crashed"
     TOOL_ENVIRONMENT = "tool_environment"
     """A tool failed because of the environment (e.g. ruff could not read its configuration)."""
+    PROJECT_NOT_IMPORTABLE = "project_not_importable"
+    """The node's module does not import in the project's Python (skipped before any job)."""
 
 
 Severity = Literal["error", "warning", "info"]

@@ -38,11 +38,17 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, dict, str]:
-    calls = {"shout": ['"hi")']}
+    return analyze_paths(capsys, "app.py", *flags)
+
+
+def analyze_paths(
+    capsys: pytest.CaptureFixture[str], target: str, *flags: str
+) -> tuple[int, dict, str]:
+    calls = {"shout": ['"hi")'], "whisper": ['"hi")']}
     with ScriptedModelServer(rule=calls_write_tests, completion=completions(calls)) as server:
         code = main(
             [
-                *("analyze", "app.py", "--agents", "test", "--format", "json", "--no-cache"),
+                *("analyze", target, "--agents", "test", "--format", "json", "--no-cache"),
                 *("--base-url", server.base_url, *FAST, *flags),
             ]
         )
@@ -71,14 +77,23 @@ def test_the_test_agent_runs_pytest_in_the_projects_venv(
     assert done.returncode == 0, done.stdout
 
 
-def test_remoras_own_python_cannot_import_the_project(
+def test_a_project_that_does_not_import_is_said_once_and_its_jobs_skipped(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, report, err = analyze(capsys, "-c", f"sandbox.commands.python={sys.executable}")
-    assert f"project Python: {sys.executable} (sandbox.commands.python)" in " ".join(err.split())
-    (result,) = report["results"]
-    assert result["status"] == "failed"
-    assert "no call of shout could be pinned" in result["error"]["message"]
+    (project / "other.py").write_text(APP.replace("def shout", "def whisper"))
+    python = f"sandbox.commands.python={sys.executable}"
+    code, report, err = analyze_paths(capsys, ".", "-c", python)
+    said = " ".join(err.split())
+    assert f"project Python: {sys.executable} (sandbox.commands.python)" in said
+    for module in ("app", "other"):
+        assert said.count(f"{module} does not import in the project's Python") == 1
+    assert "ModuleNotFoundError: No module named 'shoutlib'; its 1 job that need it" in said
+    assert [(r["status"], r["error"]["code"]) for r in report["results"]] == [
+        ("skipped", "project_not_importable"),
+        ("skipped", "project_not_importable"),
+    ]
+    assert report["summary"]["agents"]["test"]["skipped"] == 2
+    assert code == 0  # nothing was analysed, nothing found: the warning says why
     assert not (project / "tests").exists()
 
 

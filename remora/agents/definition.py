@@ -60,6 +60,10 @@ class Requirements(Strict):
     """Executables its tools run with run_command, e.g. ruff."""
     python_modules: list[str] = Field(default_factory=list)
     """Modules its tools run as `python -m MODULE`, e.g. pytest."""
+    project_imports: bool = False
+    """Its tools import the node's module (tests do): before any job, each module is imported
+    once in the project's Python; the jobs of a module that does not import are skipped, with
+    one warning saying why, instead of each failing on its own."""
 
 
 class ExampleTurn(Strict):

@@ -4,7 +4,7 @@ function only puts them in order."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -14,6 +14,7 @@ from remora.agents.registry import select_agents
 from remora.agents.requirements import check_requirements
 from remora.analysis.engine import choose_engine, opened_model
 from remora.analysis.filters import ResultFilters
+from remora.analysis.imports import skipped, unimportable
 from remora.analysis.plan import make_plan, project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
 from remora.apply import apply_changes
@@ -23,7 +24,7 @@ from remora.cache_folder import cache_dir_problem
 from remora.config_loading import LoadedSettings
 from remora.errors import RunFailed, UserInputError
 from remora.events import NO_EVENTS, Events
-from remora.orchestrator import run_jobs
+from remora.orchestrator import Job, emit_finished, job_id, run_jobs
 from remora.protocol.messages import ChatModel, ModelError
 from remora.results import JobResult, JobStatus, RunSummary
 from remora.sandbox.interpreter import project_python
@@ -102,16 +103,30 @@ async def analyze(
     @asynccontextmanager
     async def model() -> AsyncIterator[ChatModel]:
         async with opened_model(choice, agents, say=hooks.say, warn=hooks.warn) as opened:
-            hooks.started(len(plan.jobs) - cached)
+            hooks.started(len(runnable) - cached)
             yield opened
 
     def finished(result: JobResult) -> None:
         filters.apply(result)
         hooks.result(result)
 
+    broken = unimportable(plan.jobs, plan.root, commands)
+    skip = {
+        index: skipped(agent, node, broken[node.file][1])
+        for index, (agent, node) in enumerate(plan.jobs)
+        if agent.definition.requires.project_imports and node.file in broken
+    }
+    for module, error in sorted(set(broken.values())):
+        count = sum(1 for result in skip.values() if broken[result.node.file][0] == module)
+        hooks.warn(
+            f"{module} does not import in the project's Python {python.path}: {error}; its "
+            f"{count} job{'s' if count != 1 else ''} that need it are skipped. Install the "
+            "project's dependencies in that environment, or set sandbox.commands.python"
+        )
+    runnable = [job for index, job in enumerate(plan.jobs) if index not in skip]
     try:
-        results = await run_jobs(
-            plan.jobs,
+        ran = await run_jobs(
+            runnable,
             open_model=model,
             settings=run_settings,
             root=plan.root,
@@ -123,6 +138,7 @@ async def analyze(
         )
     except ModelError as exc:
         raise RunFailed(exc.message) from exc
+    results = merged(plan.jobs, ran, skip, finished, events)
     # And Ctrl-C while jobs were answered from the cache, before the report is written.
     await anyio.lowlevel.checkpoint()
     if cached:
@@ -155,3 +171,25 @@ async def analyze(
         duration_s=time.perf_counter() - started,
     )
     return outcome
+
+
+def merged(
+    jobs: list[Job],
+    ran: list[JobResult],
+    skip: dict[int, JobResult],
+    finished: Callable[[JobResult], None],
+    events: Events,
+) -> list[JobResult]:
+    """The results in job order: those run, and those skipped before any job (reported and
+    announced like any result)."""
+    results = iter(ran)
+    out = []
+    for index, (agent, node) in enumerate(jobs):
+        if index in skip:
+            result = skip[index]
+            finished(result)
+            emit_finished(events.for_job(job_id(agent, node), node.id, agent.name), result)
+        else:
+            result = next(results)
+        out.append(result)
+    return out
