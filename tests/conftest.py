@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -120,3 +121,15 @@ def probe_config(project: Path, probe_agent: Path) -> Path:
         + f"  probe: {{definition: {probe_agent}}}\n"
     )
     return config
+
+
+DEMO = Path(__file__).parent.parent / "examples" / "demo"
+
+
+@pytest.fixture
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of examples/demo as the working directory."""
+    copy = tmp_path / "demo"
+    shutil.copytree(DEMO, copy, ignore=shutil.ignore_patterns(".ruff_cache", "__pycache__"))
+    monkeypatch.chdir(copy)
+    return copy

@@ -6,7 +6,6 @@ real jsonschema."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -97,14 +96,6 @@ def analyze(
     captured = capsys.readouterr()
     assert captured.out.strip(), captured.err
     return code, json.loads(captured.out), requests
-
-
-@pytest.fixture
-def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    copy = tmp_path / "demo"
-    shutil.copytree(DEMO, copy, ignore=shutil.ignore_patterns(".ruff_cache", "__pycache__"))
-    monkeypatch.chdir(copy)
-    return copy
 
 
 def by_function(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

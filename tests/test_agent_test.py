@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,14 +59,6 @@ def calls_write_tests(body: dict[str, Any]) -> Any:
     if not called and "write_tests" in offered:
         return tool_call("write_tests", {})
     return tool_call("submit_result", {"summary": "done"})
-
-
-@pytest.fixture
-def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    copy = tmp_path / "demo"
-    shutil.copytree(DEMO, copy, ignore=shutil.ignore_patterns(".ruff_cache", "__pycache__"))
-    monkeypatch.chdir(copy)
-    return copy
 
 
 def analyze(

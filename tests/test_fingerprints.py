@@ -5,7 +5,6 @@ the bundled lint agent, the scripted model over HTTP)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +24,6 @@ DEMO = Path(__file__).parent.parent / "examples" / "demo"
 def submit(body: dict[str, Any]) -> Any:
     """The lint agent's run_ruff is an observation: the model only has to submit."""
     return tool_call("submit_result", {"summary": "done"})
-
-
-@pytest.fixture
-def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    copy = tmp_path / "demo"
-    shutil.copytree(DEMO, copy, ignore=shutil.ignore_patterns(".ruff_cache", "__pycache__"))
-    monkeypatch.chdir(copy)
-    return copy
 
 
 def lint(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str]:

@@ -145,15 +145,7 @@ class OpenAIChatModel:
 
     async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
         """POST /completions: the model (or adapter) continues `request.prompt`."""
-        body: dict[str, Any] = {
-            "model": model,
-            "prompt": request.prompt,
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-        }
-        if request.stop:
-            body["stop"] = request.stop
-        data = await self.post_json("/completions", body)
+        data = await self.post_json("/completions", completion_body(model, request))
         try:
             return parse_completion(data, request.stop)
         except MalformedReply as exc:
@@ -202,6 +194,19 @@ def chat_body(request: ChatRequest) -> dict[str, Any]:
         # otherwise strip before its tool parser sees them.
         body["structured_outputs"] = {"grammar": request.grammar}
         body["skip_special_tokens"] = False
+    return body
+
+
+def completion_body(model: str, request: CompletionRequest) -> dict[str, Any]:
+    """The JSON body of POST /completions for `request`, continued by `model`."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": request.prompt,
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+    }
+    if request.stop:
+        body["stop"] = request.stop
     return body
 
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from remora.models.openai_client import chat_body
+from remora.models.openai_client import chat_body, completion_body
 from remora.models.scripted import DEFAULT_MODEL, ScriptedModelServer
 from remora.models.scripted_replies import Reply, Rule, _Response
 from remora.protocol.completion import Completion, CompletionRequest, parse_completion
@@ -53,14 +53,7 @@ class ScriptedModel:
             raise ModelError(f"malformed reply from the scripted model: {exc}") from exc
 
     async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
-        body: dict[str, Any] = {
-            "model": model,
-            "prompt": request.prompt,
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-        }
-        if request.stop:
-            body["stop"] = request.stop
+        body = completion_body(model, request)
         response = self.server.answer_completion(json.dumps(body).encode())
         try:
             return parse_completion(_json_of(response), request.stop)
