@@ -4,6 +4,7 @@ module over 400 lines but the protocol module (which the server image copies as 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,14 @@ def test_importing_a_node_does_not_load_tree_sitter() -> None:
     code = "import sys, remora.discovery.nodes; print('tree_sitter' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_every_module_has_its_line_in_the_architecture_doc() -> None:
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `(remora/[\w/]+\.py)` \|", doc, re.MULTILINE))
+    modules = {
+        path.relative_to(PACKAGE.parent).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if path.read_text(encoding="utf-8").strip()
+    }
+    assert listed == modules

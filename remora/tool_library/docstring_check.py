@@ -1,9 +1,9 @@
-"""Python source checks that tool scripts call as host functions (the sandbox has no
-tree-sitter): where a definition's docstring is and whether it agrees with the signature, the
-docstring's sections in Google, NumPy or Sphinx style, rendering one, and proof that an edit
-changed nothing but docstrings.
+"""check_docstring: where a definition's docstring is and whether it agrees with the signature
+(tree-sitter on the host: the sandbox has none), with the docstring to write and where it goes.
+Parsing and rendering the styles are in `docstring_parse` and `docstring_render`; proof that an
+edit changed nothing but docstrings is `source_compare`.
 
-Every function is pure: it takes source text and returns plain data (dicts, lists, strings,
+Every function of these modules is pure: it takes source text and returns plain data (dicts, lists, strings,
 numbers, None), because results cross into the sandbox. Offsets are character offsets into the
 given text, lines and columns are 1-based, so a script can slice the text it passed in.
 """
