@@ -983,3 +983,27 @@ def test_per_tool_strict_flag_overrides_the_default() -> None:
         0
     ]
     assert not grammar_for(strict["content"]["grammar"]).accepts("{anything:1}")
+
+
+def test_marker_free_strings_keep_call_markers_out_of_strings() -> None:
+    """For a model that spells the markers as text (the embedded engine's stand-in), a string
+    may not hold a call marker: the reply would reach the stop sequence mid-call."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "submit_result",
+            "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}},
+        },
+    }
+    plain = grammar_for(fg.gbnf_grammar([tool], tool_choice="forced"))
+    strict = grammar_for(fg.gbnf_grammar([tool], tool_choice="forced", marker_free_strings=True))
+
+    def call(summary: str) -> str:
+        arguments = f"{{summary:<escape>{summary}<escape>}}"
+        return f"<start_function_call>call:submit_result{arguments}<end_function_call>"
+
+    for fine in ("done", "a <b>bold</b> <e> <s> <end> <start_", "x < y"):
+        assert plain.accepts(call(fine)) and strict.accepts(call(fine))
+    for marker in ("<end_function_call>", "<start_function_response>", "<start_function_call>"):
+        assert plain.accepts(call("a" + marker))
+        assert not strict.accepts(call("a" + marker))

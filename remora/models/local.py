@@ -286,9 +286,11 @@ class LocalChatModel:
             if not chosen:
                 offered = ", ".join(str(_tool_name(tool)) for tool in tools)
                 raise ModelError(f"tool_choice names {wanted!r}, which is not offered ({offered})")
-            return gbnf_grammar(chosen, tool_choice="forced")
+            return gbnf_grammar(chosen, tool_choice="forced", marker_free_strings=True)
         # "auto" is decoded as "required": the runner needs a call every turn.
-        return gbnf_grammar(tools, tool_choice="required", parallel=parallel)
+        return gbnf_grammar(
+            tools, tool_choice="required", parallel=parallel, marker_free_strings=True
+        )
 
     def _generate_in_thread(
         self,

@@ -920,20 +920,26 @@ def _literal(text: str) -> str:
     return "".join(out)
 
 
-def _excluding(marker: str, rule: str) -> dict[str, str]:
-    """Rules for any text that does not contain ``marker`` (which must start with its only
-    ``<``): a run without ``<``, then segments ``<`` + a run that does not spell the rest."""
-    assert marker[0] == "<" and "<" not in marker[1:]
-    rest = marker[1:]
-    seg = ""
-    for index in range(len(rest) - 1, -1, -1):
-        char = rest[index]
-        other = "[^<" + ("\\]" if char == "]" else char) + "]"
-        inner = f"{other} [^<]*"
-        if seg:
-            inner += f" | {_literal(char)} {seg}"
-        seg = f"( {inner} )?"
-    return {rule: f'[^<]* ( "<" {rule}-seg )*', f"{rule}-seg": seg}
+def _excluding(markers: str | Sequence[str], rule: str) -> dict[str, str]:
+    """Rules for any text that contains none of ``markers`` (each starting with its only
+    ``<``): a run without ``<``, then segments ``<`` + a run that does not spell the rest of
+    any marker (a trie of the markers' rests, walked one character at a time)."""
+    wanted = [markers] if isinstance(markers, str) else list(markers)
+    assert all(marker[0] == "<" and "<" not in marker[1:] for marker in wanted)
+    return {rule: f'[^<]* ( "<" {rule}-seg )*', f"{rule}-seg": _segment([m[1:] for m in wanted])}
+
+
+def _segment(rests: list[str]) -> str:
+    """After a ``<``: text that completes none of ``rests``."""
+    firsts = sorted({rest[0] for rest in rests if rest})
+    escaped = "".join("\\]" if char == "]" else char for char in firsts)
+    options = [f"[^<{escaped}] [^<]*"]
+    for char in firsts:
+        tails = [rest[1:] for rest in rests if rest[0] == char]
+        if "" in tails:  # a marker ends here: it may not be completed
+            continue
+        options.append(f"{_literal(char)} {_segment(tails)}")
+    return f"( {' | '.join(options)} )?"
 
 
 _BASE_RULES = {
@@ -948,12 +954,20 @@ _BASE_RULES = {
     "any-obj": '"{" ( key ":" any ( "," key ":" any )* )? "}"',
     "any-arr": '"[" ( any ( "," any )* )? "]"',
 }
+_MARKER_FREE_STRINGS = _excluding(
+    [ESCAPE, START_FUNCTION_CALL, END_FUNCTION_CALL, START_FUNCTION_RESPONSE], "str-body"
+)
+"""Strings that hold no call marker either. Where the markers are plain text (a base model
+without FunctionGemma's control tokens), a string the model fills with `<end_function_call>`
+and `<start_function_response>` would otherwise reach the stop sequence in the middle of the
+call; no argument needs those markers as text."""
 
 
 class _Grammar:
-    def __init__(self) -> None:
+    def __init__(self, *, marker_free_strings: bool = False) -> None:
         self.rules: dict[str, str] = {}
         self._count = 0
+        self.base = {**_BASE_RULES, **(_MARKER_FREE_STRINGS if marker_free_strings else {})}
 
     def fresh(self, prefix: str) -> str:
         self._count += 1
@@ -1028,7 +1042,7 @@ class _Grammar:
         return name
 
     def render(self, root: str) -> str:
-        rules = {"root": root, **self.rules, **_BASE_RULES}
+        rules = {"root": root, **self.rules, **self.base}
         return "".join(f"{name} ::= {body}\n" for name, body in rules.items())
 
 
@@ -1052,17 +1066,19 @@ def gbnf_grammar(
     tool_choice: ToolChoice = "required",
     parallel: bool = True,
     strict: bool = True,
+    marker_free_strings: bool = False,
 ) -> str:
     """A grammar for a whole reply (llama.cpp GBNF, also valid xgrammar EBNF).
 
     ``required``: one call (several if ``parallel``) to any of ``tools``; ``forced``: exactly one
     call to the first tool; ``auto``: text without calls, optionally followed by calls. Calls may
     be followed by ``<start_function_response>``, the stop sequence. ``strict`` is the default
-    for tools without their own ``strict`` flag.
+    for tools without their own ``strict`` flag. ``marker_free_strings``: strings hold no call
+    marker (for models that spell the markers as plain text).
     """
     if not tools:
         raise ValueError("a grammar for calls needs at least one tool")
-    grammar = _Grammar()
+    grammar = _Grammar(marker_free_strings=marker_free_strings)
     chosen = tools[:1] if tool_choice == "forced" else tools
     names = []
     for index, tool in enumerate(chosen):

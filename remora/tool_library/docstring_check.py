@@ -3,9 +3,10 @@
 Parsing and rendering the styles are in `docstring_parse` and `docstring_render`; proof that an
 edit changed nothing but docstrings is `source_compare`.
 
-Every function of these modules is pure: it takes source text and returns plain data (dicts, lists, strings,
-numbers, None), because results cross into the sandbox. Offsets are character offsets into the
-given text, lines and columns are 1-based, so a script can slice the text it passed in.
+Every function of these modules is pure: it takes source text and returns plain data (dicts,
+lists, strings, numbers, None), because results cross into the sandbox. Offsets are character
+offsets into the given text, lines and columns are 1-based, so a script can slice the text it
+passed in.
 """
 
 from __future__ import annotations
