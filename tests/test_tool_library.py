@@ -9,7 +9,7 @@ import pytest
 
 from remora.tool_library.calls import closing_call, propose_calls
 from remora.tool_library.findings import docstring_finding, docstring_skip_reason, ruff_finding
-from remora.tool_library.module_paths import module_of, project_of
+from remora.tool_library.module_paths import locate_tests, module_of, project_of
 from remora.tool_library.signatures import annotation_schema, describe_schema, signature_schema
 
 
@@ -91,6 +91,23 @@ def test_module_names_and_project_folders() -> None:
     assert module_of("tools/x.py", exists) == ("x", "tools")
     assert project_of("src/shop/sub/pricing.py", exists) == ""
     assert project_of("lib/a.py", {"lib/setup.py"}.__contains__) == "lib"
+
+
+def test_where_the_tests_of_a_function_go() -> None:
+    files = {"pyproject.toml", "src/shop/__init__.py", "src/shop/sub/__init__.py", "lib/setup.py"}
+    exists = files.__contains__
+    assert locate_tests("src/shop/sub/pricing.py", "total", "/checks/", exists) == {
+        "module": "shop.sub.pricing",
+        "import_root": "src",
+        "project": "",
+        "folder": "src/shop/sub",
+        "tests_folder": "checks",
+        "test_file": "checks/test_pricing_total.py",
+    }
+    place = locate_tests("lib/a.py", "f", "", exists)
+    assert (place["project"], place["tests_folder"], place["test_file"]) == (
+        "lib", "lib/tests", "lib/tests/test_a_f.py"
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from remora.tool_library import calls, findings
 from remora.tool_library.docstring_check import check_docstring
 from remora.tool_library.docstring_parse import parse_docstring
 from remora.tool_library.docstring_render import render_docstring
-from remora.tool_library.module_paths import module_of, project_of
+from remora.tool_library.module_paths import locate_tests, module_of, project_of
 from remora.tool_library.signatures import describe_schema, signature_schema
 from remora.tool_library.source_compare import compare_python
 from remora.workspace import Workspace, WorkspaceError
@@ -108,6 +108,11 @@ def host_functions(
     def project_folder(path: str) -> str:
         return project_of(_path(path), file_exists)
 
+    def test_location(path: str, function: str, tests_dir: str = "tests") -> dict[str, str]:
+        if not isinstance(function, str) or not isinstance(tests_dir, str):
+            raise TypeError("test_location: function and tests_dir must be str")
+        return locate_tests(_path(path), function, tests_dir, file_exists)
+
     def arguments_schema() -> dict[str, Any]:
         module, _ = module_of(node.file, file_exists)
         schema, findings = signature_schema(node_info(), module, node.qualified_name)
@@ -168,6 +173,7 @@ def host_functions(
         "validate_json": validate_json,
         "module_name": module_name,
         "project_folder": project_folder,
+        "test_location": test_location,
         "arguments_schema": arguments_schema,
         "describe_schema": describe_schema,
         "closing_call": calls.closing_call,

@@ -77,6 +77,12 @@ def project_folder(path: str) -> str:
     """The nearest folder up from the file with pyproject.toml, setup.py, setup.cfg, pytest.ini
     or tox.ini ("" for the project root)."""
 
+def test_location(path: str, function: str, tests_dir: str = "tests") -> dict[str, str]:
+    """Where the tests of `function` (defined in the file at `path`) go: module, import_root,
+    project (as module_name and project_folder give them), folder (the file's own), tests_folder
+    (`tests_dir` in the project; "tests" when it names no folder) and test_file
+    (tests_folder/test_<the module's last name>_<function>.py)."""
+
 # A function's arguments as JSON (the node's signature; annotations read, never evaluated).
 def arguments_schema() -> dict[str, Any]:
     """schema: the JSON schema (Draft 2020-12) of the node's arguments as one object (int,

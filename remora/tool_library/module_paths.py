@@ -1,6 +1,7 @@
 """Where a Python file sits in its project: the dotted module name it is imported as, the folder
 it is imported from, and the project folder (the nearest one up with a project or pytest
-configuration file). `exists` is the job's view of the files (the workspace)."""
+configuration file), and where the tests of a function in it go. `exists` is the job's view of
+the files (the workspace)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,27 @@ def project_of(path: str, exists: Callable[[str], bool]) -> str:
         if not folder:
             return ""
         folder = parent(folder)
+
+
+def locate_tests(
+    path: str, function: str, tests_dir: str, exists: Callable[[str], bool]
+) -> dict[str, str]:
+    """Where the tests of `function` in the file at `path` go: module and import_root (as
+    module_of gives them), project (as project_of gives it), folder (the file's own),
+    tests_folder (`tests_dir` in the project; "tests" when it names no folder) and test_file
+    (test_<the module's last name>_<function>.py in tests_folder)."""
+    module, import_root = module_of(path, exists)
+    project = project_of(path, exists)
+    tests_folder = joined(project, tests_dir.strip("/") or "tests")
+    test_file = "test_" + module.rsplit(".", 1)[-1] + "_" + function + ".py"
+    return {
+        "module": module,
+        "import_root": import_root,
+        "project": project,
+        "folder": parent(path),
+        "tests_folder": tests_folder,
+        "test_file": joined(tests_folder, test_file),
+    }
 
 
 def parent(path: str) -> str:
