@@ -53,6 +53,8 @@ class Finding(BaseModel):
     line: int = Field(ge=1)
     column: int = Field(default=1, ge=1)
     severity: Severity = "warning"
+    help_uri: str | None = None
+    """Where the rule is explained (ruff's page for a ruff rule); else the agent's `rules:`."""
 
 
 class Change(BaseModel):

@@ -126,6 +126,7 @@ def test_transcript_and_json_report(
             "line": 5,
             "column": 7,
             "severity": "warning",
+            "help_uri": None,
         }
     ]
     (change,) = result["changes"]

@@ -127,8 +127,11 @@ def test_closing_call(text: str, call: str | None) -> None:
 def test_findings_two_tools_share() -> None:
     problem = {"code": None, "message": "bad", "location": {"row": 3, "column": 2}}
     assert ruff_finding(problem, 3) == {
-        "rule": "syntax-error", "message": "bad", "line": 3, "column": 2, "severity": "error"
+        "rule": "syntax-error", "message": "bad", "line": 3, "column": 2, "severity": "error",
+        "help_uri": None,
     }  # fmt: skip
+    unused = {**problem, "code": "F401", "url": "https://docs.astral.sh/ruff/rules/unused-import"}
+    assert ruff_finding(unused, 3)["help_uri"] == unused["url"]
     check: dict[str, Any] = {
         "status": "outdated", "problems": ["documents `x`, which is not a parameter"],
         "line": 4, "column": 5, "skip_reason": None, "nested": False,

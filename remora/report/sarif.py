@@ -234,6 +234,7 @@ def _undeclared(run: _Run, finding: Finding) -> RuleSpec:
         short=_one_line(finding.message) or finding.rule,
         full=f"Rule {finding.rule} of the {run.agent} agent; the agent's definition does not "
         "describe it (add it under `rules:` in the agent's YAML).",
+        help_uri=finding.help_uri,
     )
 
 

@@ -16,6 +16,7 @@ def ruff_finding(problem: dict[str, Any], line: int) -> dict[str, Any]:
         "line": line,
         "column": problem["location"]["column"],
         "severity": "error" if code == "syntax-error" or code.startswith("E9") else "warning",
+        "help_uri": problem.get("url"),
     }
 
 
