@@ -7,8 +7,9 @@ versions of the allowed programs (`sandbox.commands.allowed` and `python_modules
 run) and the content of their configuration files (`sandbox.commands.config_files`) in the
 node's folder and every folder above it up to the project root. Only successful results are
 stored. Findings are stored relative to the node's first line so a hit still points at the right
-lines after the code moved. A result with changes carries whole-file edits, so it is reused only
-while the file is unchanged.
+lines after the code moved. A result with changes carries whole-file edits, so it is reused
+while the file is unchanged, or, after edits elsewhere in it, when every change either stays
+inside the node or creates a file that still does not exist (`cache_rebase`).
 
 Entries are one JSON file each, written atomically (temporary file + rename, never through a
 symlink), so two Remora processes can share a cache. An entry read back is untrusted data: one
@@ -38,6 +39,7 @@ from remora import __version__
 from remora.agents.definition import Agent
 from remora.atomic import write_bytes_at
 from remora.cache_folder import CACHEDIR_TAG, GITIGNORE, RESULTS
+from remora.cache_rebase import node_text_after, rebased
 from remora.config import RemoraSettings
 from remora.discovery.nodes import Node
 from remora.discovery.walk import DEFAULT_EXCLUDES
@@ -54,6 +56,9 @@ class CachedChange(BaseModel):
     new_text: str
     original_sha256: str | None
     newline: str
+    node_text_after: str | None = None
+    """The node's text after the change, when the change stays inside the node: the change can
+    then be made again on the file after edits elsewhere in it (cache_rebase)."""
 
 
 class CachedResult(BaseModel):
@@ -153,8 +158,24 @@ class ResultCache:
             return None  # damaged: a miss
         if not _trusted(cached, agent, node):
             return None
-        if cached.changes and cached.file_sha256 != _file_hash(root / node.file):
-            return None
+        changes = [
+            item.change.model_copy(
+                update={
+                    "new_text": item.new_text,
+                    "original_sha256": item.original_sha256,
+                    "newline": item.newline,
+                }
+            )
+            for item in cached.changes
+        ]
+        if changes and cached.file_sha256 != _file_hash(root / node.file):
+            moved = [
+                rebased(change, item.node_text_after, node, root)
+                for change, item in zip(changes, cached.changes, strict=True)
+            ]
+            if any(change is None for change in moved):
+                return None
+            changes = [change for change in moved if change is not None]
         with contextlib.suppress(OSError):
             os.utime(path, follow_symlinks=False)  # recently used
         result = cached.result.model_copy(deep=True)
@@ -165,16 +186,7 @@ class ResultCache:
             finding.model_copy(update={"line": finding.line + offset})
             for finding in result.findings
         ]
-        result.changes = [
-            item.change.model_copy(
-                update={
-                    "new_text": item.new_text,
-                    "original_sha256": item.original_sha256,
-                    "newline": item.newline,
-                }
-            )
-            for item in cached.changes
-        ]
+        result.changes = changes
         self.hits += 1
         return result
 
@@ -207,6 +219,7 @@ class ResultCache:
                     new_text=change.new_text,
                     original_sha256=change.original_sha256,
                     newline=change.newline,
+                    node_text_after=node_text_after(change, result.node, root),
                 )
                 for change in result.changes
             ],

@@ -144,21 +144,10 @@ class Workspace:
             after = self._written[key]
             if original.text == after:
                 continue
-            lines = difflib.unified_diff(
-                (original.text or "").splitlines(keepends=True),
-                after.splitlines(keepends=True),
-                fromfile="/dev/null" if original.text is None else f"a/{key}",
-                tofile=f"b/{key}",
-            )
-            # difflib leaves a last line without its newline; patch(1) and git expect a marker.
-            diff = "".join(
-                line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                for line in lines
-            )
             changes.append(
                 Change(
                     file=key,
-                    diff=diff,
+                    diff=file_diff(key, original.text, after),
                     new_text=after,
                     original_sha256=original.sha256,
                     newline=original.newline,
@@ -279,3 +268,17 @@ class Workspace:
         if self._directory is not None and not self.keep:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
+
+
+def file_diff(key: str, before: str | None, after: str) -> str:
+    """A unified diff of one file (`before` None: a new file), as git and patch(1) read it."""
+    lines = difflib.unified_diff(
+        (before or "").splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile="/dev/null" if before is None else f"a/{key}",
+        tofile=f"b/{key}",
+    )
+    # difflib leaves a last line without its newline; patch(1) and git expect a marker.
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )

@@ -450,6 +450,99 @@ def test_an_untouched_entry_is_answered_from_the_cache(
     assert (requests, result["cached"], result["changes"][0]["file"]) == (0, True, "pkg/shout.py")
 
 
+def results_by_node(out: str) -> dict[str, dict[str, Any]]:
+    return {result["node"]["name"]: result for result in json.loads(out)["results"]}
+
+
+def test_a_change_inside_its_node_is_made_again_after_an_edit_elsewhere(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """shout's change stays inside shout: after whisper is edited, shout is answered from the
+    cache with its change made on the file as it is now, whisper's edit kept."""
+    monkeypatch.chdir(project)
+    source = project / "pkg" / "shout.py"
+    source.write_text(TWO_FUNCTIONS)
+    rule = CallEveryTool(arguments={"replace_text": {"old": "None", "new": "None or b''"}})
+    assert probe_run(capsys, rule=rule)[3] == 6
+    source.write_text(TWO_FUNCTIONS.replace("text.lower()", "text.casefold()"))
+    _, out, _, requests = probe_run(capsys, rule=rule)
+    shout = results_by_node(out)["shout"]
+    assert (requests, shout["cached"]) == (3, True)  # whisper asked again, shout not
+    (change,) = shout["changes"]
+    assert "+    # TODO: handle None or b''" in change["diff"]
+    probe_run(capsys, "--fix", "--agents", "probe", rule=rule)
+    assert source.read_text() == (
+        TWO_FUNCTIONS.replace("text.lower()", "text.casefold()").replace("None", "None or b''")
+    )
+
+
+def test_a_change_that_reaches_outside_its_node_is_asked_again_after_an_edit_elsewhere(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each job's replace_text changes both functions' TODOs: that cannot be made again on a
+    file whose other function changed, so both jobs go to the model."""
+    monkeypatch.chdir(project)
+    source = project / "pkg" / "shout.py"
+    source.write_text(TWO_FUNCTIONS)
+    rule = CallEveryTool(arguments={"replace_text": {"old": "TODO", "new": "NOTE"}})
+    assert probe_run(capsys, rule=rule)[3] == 6
+    assert probe_run(capsys, rule=rule)[3] == 0
+    source.write_text(TWO_FUNCTIONS.replace("text.lower()", "text.casefold()"))
+    assert probe_run(capsys, rule=rule)[3] == 6
+
+
+WRITE_NOTE = """\
+# /// remora-tool
+# description = "Write a note about the node to notes/<name>.txt."
+# ///
+write_file("notes/" + node["name"] + ".txt", node["name"] + " noted\\n")
+"noted"
+"""
+
+
+def note_taker(body: dict[str, Any]) -> Any:
+    done = sum(1 for message in body["messages"] if message["role"] == "tool")
+    if done == 0:
+        return tool_call("find_todos", {})
+    if done == 1:
+        return tool_call("write_note", {})
+    return tool_call("submit_result", {"summary": "noted", "todo_count": 1})
+
+
+def test_a_change_that_creates_another_file_is_reused_while_that_file_does_not_exist(
+    project: Path,
+    probe_config: Path,
+    probe_agent: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(project)
+    (probe_agent.parent / "tools" / "write_note.pym").write_text(WRITE_NOTE)
+    tools = "  - script: tools/replace_text.pym\n"
+    probe_agent.write_text(
+        probe_agent.read_text().replace(tools, tools + "  - script: tools/write_note.pym\n")
+    )
+    source = project / "pkg" / "shout.py"
+    source.write_text(TWO_FUNCTIONS)
+    assert probe_run(capsys, rule=note_taker)[3] == 6
+    source.write_text(TWO_FUNCTIONS.replace("text.lower()", "text.casefold()"))
+    _, out, _, requests = probe_run(capsys, rule=note_taker)
+    shout = results_by_node(out)["shout"]
+    assert (requests, shout["cached"]) == (3, True)  # only whisper asked again
+    assert [change["file"] for change in shout["changes"]] == ["notes/shout.txt"]
+    (project / "notes").mkdir()
+    (project / "notes" / "shout.txt").write_text("mine\n")
+    source.write_text(TWO_FUNCTIONS.replace("text.lower()", "text.swapcase()"))
+    _, out, _, requests = probe_run(capsys, rule=note_taker)
+    assert requests == 6  # the note exists now: shout's cached change no longer holds
+
+
 @pytest.mark.parametrize("tamper", TAMPERED.values(), ids=TAMPERED.keys())
 def test_a_hand_edited_entry_is_a_miss(
     cached_change: Path, capsys: pytest.CaptureFixture[str], tamper: Callable[..., None]
