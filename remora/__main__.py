@@ -32,6 +32,8 @@ def exit_now(code: int) -> None:
         sys.stdout.flush()
     except OSError:  # the report did not reach its reader (a closed pipe, a full disk)
         code = max(code, 2)
+    except ValueError:  # closed by its owner: `remora server` closes stdout on `exit`
+        pass
     with contextlib.suppress(OSError):
         sys.stderr.flush()
     os._exit(code)

@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
-BENCHMARKS = ["orchestrator", "client_overhead", "discovery", "memory", "cache_second_run"]
+BENCHMARKS = [
+    "orchestrator",
+    "client_overhead",
+    "discovery",
+    "memory",
+    "cache_second_run",
+    "editor",
+]
 TIMEOUT_S = 180
 
 
@@ -153,3 +160,14 @@ def test_nothing_left_behind(finished: dict[str, Finished], tmpdir_root: Path) -
         if f"TMPDIR={tmpdir_root}".encode() in environ.split(b"\0"):
             survivors.append(entry.name)
     assert survivors == []
+
+
+def test_editor(finished: dict[str, Finished]) -> None:
+    results = results_of(finished, "editor")
+    assert "error" not in results, results.get("error")
+    functions = results["size"]["functions"]
+    assert results["cold_open"]["model_requests"] == functions * 2
+    assert results["cached_open"]["model_requests"] == 0
+    assert results["save_one_changed"]["model_requests"] == 2
+    assert results["memory_initialised"]["rss_mb"] > 0
+    assert results["exit_code"] == 0

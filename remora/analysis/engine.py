@@ -5,8 +5,9 @@ loaded settings."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from remora.agents.definition import Agent
 from remora.config import ModelProfileName, RemoraSettings
@@ -51,6 +52,19 @@ def choose_engine(loaded: LoadedSettings) -> EngineChoice:
     concurrency = settings.concurrency if user_set else model.recommended_concurrency
     effective = settings.model_copy(update={"runner": runner, "concurrency": concurrency})
     return EngineChoice(effective, model, resolved.identity, resolved.description)
+
+
+class ModelOpener(Protocol):
+    """`opened_model`, or a caller's wrapper of it."""
+
+    def __call__(
+        self,
+        choice: EngineChoice,
+        agents: Sequence[Agent],
+        *,
+        say: Callable[[str], None],
+        warn: Callable[[str], None],
+    ) -> AbstractAsyncContextManager[ChatModel]: ...
 
 
 @asynccontextmanager

@@ -60,6 +60,7 @@ def make_plan(
     diff_base: str | None,
     staged: bool,
     shard: tuple[int, int] | None,
+    only: frozenset[str] = frozenset(),
     events: Events,
     warn: Callable[[str], None],
 ) -> Plan:
@@ -81,6 +82,8 @@ def make_plan(
     if diff_base or staged:
         changed = changed_lines(root, base=diff_base, staged=staged)
         nodes = [node for node in nodes if touches(node, changed)]
+    if only:
+        nodes = [node for node in nodes if node.id in only]
     jobs = plan_jobs(agents, nodes)
     if shard is not None:
         jobs = select_shard(jobs, [job_id(agent, node) for agent, node in jobs], *shard)

@@ -32,6 +32,8 @@ class AnalyzeRequest:
     baseline: Path | None = None
     shard: tuple[int, int] | None = None
     """(index, total), 1-based."""
+    nodes: frozenset[str] = frozenset()
+    """Only the nodes with these ids (an editor's "run agents on this node"); empty: all."""
     edits: Edits = "report"
     unsafe_fixes: bool = False
     keep_workspaces: bool = False

@@ -12,7 +12,7 @@ import anyio.lowlevel
 
 from remora.agents.registry import select_agents
 from remora.agents.requirements import check_requirements
-from remora.analysis.engine import choose_engine, opened_model
+from remora.analysis.engine import ModelOpener, choose_engine, opened_model
 from remora.analysis.filters import ResultFilters
 from remora.analysis.imports import skipped, unimportable
 from remora.analysis.plan import make_plan, project_root
@@ -36,11 +36,13 @@ async def analyze(
     *,
     events: Events = NO_EVENTS,
     hooks: AnalysisHooks = AnalysisHooks(),  # noqa: B008 (frozen: one shared default is fine)
+    open_model: ModelOpener = opened_model,
 ) -> AnalyzeOutcome:
     """Run the request's agents over its paths. Bad input raises `UserInputError`; a run that
     cannot go on (no model, a failing server, an unusable cache) raises `RunFailed`. With
     edits="fix", `hooks.report` gets the outcome before any file is written: if it raises (the
-    report cannot be written), no file is."""
+    report cannot be written), no file is. `open_model` opens the model when a job needs it (a
+    long-lived caller wraps it, e.g. to let one run at a time hold the model)."""
     started = time.perf_counter()
     settings = loaded.settings
     choice = choose_engine(loaded)
@@ -74,6 +76,7 @@ async def analyze(
         diff_base=request.diff_base,
         staged=request.staged,
         shard=request.shard,
+        only=request.nodes,
         events=events,
         warn=hooks.warn,
     )
@@ -102,7 +105,7 @@ async def analyze(
 
     @asynccontextmanager
     async def model() -> AsyncIterator[ChatModel]:
-        async with opened_model(choice, agents, say=hooks.say, warn=hooks.warn) as opened:
+        async with open_model(choice, agents, say=hooks.say, warn=hooks.warn) as opened:
             hooks.started(len(runnable) - cached)
             yield opened
 

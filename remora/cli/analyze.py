@@ -16,7 +16,7 @@ from remora.analysis.run import analyze
 from remora.apply import combined_patch
 from remora.atomic import output_problem, write_text_atomic
 from remora.cli.console import fail, say, stderr, warn
-from remora.cli.flags import agent_names, config_flags, load, run_flags
+from remora.cli.flags import agent_names, config_flags, engine_flags, load, run_flags
 from remora.config_loading import LoadedSettings
 from remora.dashboard.view import run_with_dashboard
 from remora.errors import ExitCode, RunFailed
@@ -32,7 +32,7 @@ from remora.shard import parse_shard
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "analyze",
-        parents=[config_flags(), run_flags()],
+        parents=[config_flags(), run_flags(), engine_flags()],
         help="run the agents over every node of the given paths",
         description="Run every enabled agent on every file, class, function and method found "
         "under PATH. Exit code: 0 no findings, 1 findings or unfinished agents, 2 errors.",
@@ -75,15 +75,6 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the result cache"
-    )
-    parser.add_argument(
-        "--engine",
-        choices=["auto", "server", "local"],
-        help="server, local (the embedded CPU engine) or auto (default: the server when a "
-        "base URL is set, else the embedded engine when installed)",
-    )
-    parser.add_argument(
-        "--model-path", type=Path, metavar="FILE", help="GGUF file for the embedded engine"
     )
     edits = parser.add_mutually_exclusive_group()
     edits.add_argument(

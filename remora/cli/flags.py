@@ -39,7 +39,7 @@ def config_flags() -> argparse.ArgumentParser:
 def run_flags() -> argparse.ArgumentParser:
     """What analyze and watch share: what to analyse, with which agents and model, how to
     report."""
-    flags = argparse.ArgumentParser(add_help=False)
+    flags = argparse.ArgumentParser(add_help=False, parents=[model_flags()])
     flags.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     flags.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
     flags.add_argument(
@@ -51,6 +51,12 @@ def run_flags() -> argparse.ArgumentParser:
         help="report format: table, json, jsonl (streamed, one object per job, then a "
         "summary), sarif (GitHub code scanning), github (workflow annotations)",
     )
+    return flags
+
+
+def model_flags() -> argparse.ArgumentParser:
+    """Which model answers and where results are cached: every command that runs agents."""
+    flags = argparse.ArgumentParser(add_help=False)
     flags.add_argument(
         "--cache-dir",
         type=Path,
@@ -66,6 +72,21 @@ def run_flags() -> argparse.ArgumentParser:
     flags.add_argument("--model", metavar="NAME", help="served model name")
     flags.add_argument(
         "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
+    )
+    return flags
+
+
+def engine_flags() -> argparse.ArgumentParser:
+    """The engine choice, for commands that may run the embedded engine."""
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument(
+        "--engine",
+        choices=["auto", "server", "local"],
+        help="server, local (the embedded CPU engine) or auto (default: the server when a "
+        "base URL is set, else the embedded engine when installed)",
+    )
+    flags.add_argument(
+        "--model-path", type=Path, metavar="FILE", help="GGUF file for the embedded engine"
     )
     return flags
 

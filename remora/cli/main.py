@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 
 from remora import __version__
-from remora.cli import analyze, dashboard, models, project, tool, watch
+from remora.cli import analyze, dashboard, models, project, server, tool, watch
 from remora.cli.console import fail, stderr
 from remora.errors import RunFailed, UserInputError
 from remora.signals import Terminated, exit_code, terminate_as_interrupt
@@ -16,6 +16,7 @@ COMMANDS = (
     analyze.add_parser,
     watch.add_parser,
     dashboard.add_parser,
+    server.add_parser,
     project.add_nodes,
     project.add_list_agents,
     tool.add_parser,

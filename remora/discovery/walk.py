@@ -160,3 +160,24 @@ def _load_ignore_file(directory: Path, report: OnSkip) -> _IgnoreFile | None:
         report(path, f"ignored unreadable .gitignore: {exc.strerror or exc}")
         return None
     return _IgnoreFile(base=str(directory) + os.sep, spec=GitIgnoreSpec.from_lines(lines))
+
+
+def walked(path: Path, root: Path) -> bool:
+    """Whether walking `root` would reach the file `path`: inside `root`, under no default
+    exclude, not ignored by a .gitignore (for an editor, which opens any file, including a
+    library's source)."""
+    root = Path(os.path.abspath(root))
+    path = Path(os.path.abspath(path))
+    try:
+        relative = path.relative_to(root)
+    except ValueError:
+        return False
+    if any(_excluded_name(part) for part in relative.parts[:-1]):
+        return False
+    folders = [root, *(root / Path(*relative.parts[:n]) for n in range(1, len(relative.parts)))]
+    loaded = (_load_ignore_file(f, _skip_silently) for f in folders if (f / ".gitignore").is_file())
+    ignores = tuple(ignore for ignore in loaded if ignore is not None)
+    parts = [str(folder) for folder in folders[1:]]
+    return not any(_ignored(part, True, ignores) for part in parts) and not _ignored(
+        str(path), False, ignores
+    )

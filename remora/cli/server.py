@@ -1,0 +1,65 @@
+"""`remora server`: the language server over stdio, for editors (docs/EDITORS.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from remora.cli.flags import agent_names, cli_settings, config_flags, engine_flags, model_flags
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "server",
+        parents=[config_flags(), model_flags(), engine_flags()],
+        help="the language server for editors (LSP over stdio)",
+        description="Speak the Language Server Protocol over stdin and stdout. Opened and "
+        "saved Python files are analysed as `remora analyze` would in the workspace folder "
+        "(same configuration and result cache): diagnostics from the cache at once, then "
+        "from the agents for the nodes that changed; an agent's verified edit is a code "
+        "action. Setup for Neovim and VS Code: docs/EDITORS.md.",
+    )
+    parser.set_defaults(run=run)
+    parser.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
+    parser.add_argument(
+        "--debounce",
+        type=int,
+        default=300,
+        metavar="MS",
+        help="wait this long after a save before analysing, so a burst of saves is one run "
+        "(default 300)",
+    )
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        help="talk over stdin and stdout (the only transport; accepted because editors pass it)",
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="append the server's log to FILE (default: stderr, which editors show in their "
+        "LSP log)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    # The heavy imports (pygls, the analysis) only for this command.
+    from remora.editor.runs import RunOptions
+    from remora.editor.server import build_server
+
+    logging.basicConfig(
+        filename=args.log_file,
+        level=logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("remora").setLevel(logging.INFO)
+    options = RunOptions(
+        config=args.config,
+        isolated=args.isolated,
+        flags=cli_settings(args),
+        agents=agent_names(args.agents),
+    )
+    server = build_server(options, debounce=max(args.debounce, 0) / 1000)
+    server.start_io()
+    return 0

@@ -1,0 +1,205 @@
+"""`remora server`: the Language Server Protocol over stdio (pygls), for any editor.
+
+The server is `remora analyze` run in the workspace folder, one file at a time: the same
+configuration, agents and result cache. A file is analysed when it is opened and when it is
+saved (what is on disk is what the agents read and what `--fix` would write); typing cancels a
+run of that file, whose results would describe text that is going away. Diagnostics come from
+the cache at once and from the model as jobs finish; a verified change is offered as a code
+action (docs/EDITORS.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from remora import __version__
+from remora.agents.definition import RuleSpec
+from remora.agents.registry import select_agents
+from remora.config_loading import load_settings
+from remora.discovery.discover import discover_nodes
+from remora.discovery.walk import walked
+from remora.editor.diagnostics import diagnostics
+from remora.editor.edits import change_action
+from remora.editor.progress import RunProgress
+from remora.editor.runs import FileRuns, FileState, RunOptions
+from remora.errors import RunFailed, UserInputError
+from remora.results import JobStatus
+
+log = logging.getLogger("remora.editor")
+RUN_NODE = "remora.runNode"
+"""The command behind "run agents on this node": arguments [document URI, node id]."""
+
+
+class RemoraServer(LanguageServer):
+    def __init__(self, options: RunOptions, debounce: float) -> None:
+        super().__init__("remora", __version__)
+        self.options = options
+        self.debounce = debounce
+        self.runs = FileRuns(
+            options,
+            publish=self.publish,
+            tell=self.tell,
+            progress=lambda title: RunProgress(self, title, self.runs.start_soon),
+        )
+        self._told: str | None = None
+        self._serving: asyncio.Task[None] | None = None
+        self._rules: dict[str, dict[str, RuleSpec]] = {}
+
+    def publish(self, path: Path, state: FileState) -> None:
+        found = diagnostics(state.results.values(), state.text, self.rules())
+        params = types.PublishDiagnosticsParams(uri=path.as_uri(), diagnostics=found)
+        self.text_document_publish_diagnostics(params)
+
+    def tell(self, problem: str | None) -> None:
+        """Say a problem once (not on every save), and again only after a run without it."""
+        if problem is not None and problem != self._told:
+            log.warning("%s", problem)
+            message = types.ShowMessageParams(type=types.MessageType.Error, message=problem)
+            self.window_show_message(message)
+        self._told = problem
+
+    def rules(self) -> dict[str, dict[str, RuleSpec]]:
+        """Each agent's declared rules (their help links), read once."""
+        if not self._rules:
+            try:
+                o = self.options
+                loaded = load_settings(o.config, cli=o.flags, isolated=o.isolated)
+                agents = select_agents(loaded, list(o.agents) or None)
+            except (UserInputError, RunFailed):
+                return {}
+            self._rules = {agent.name: dict(agent.definition.rules) for agent in agents}
+        return self._rules
+
+    def start_serving(self) -> None:
+        self._serving = asyncio.ensure_future(self.runs.serve())
+
+
+def build_server(options: RunOptions, *, debounce: float) -> RemoraServer:
+    server = RemoraServer(options, debounce)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: RemoraServer, params: types.InitializeParams) -> None:
+        folders = params.workspace_folders or []
+        uri = folders[0].uri if folders else params.root_uri
+        root = to_fs_path(uri) if uri else None
+        if root and Path(root).is_dir():
+            # The server is `remora analyze` run in the workspace folder: the configuration is
+            # found, the cache kept and paths are relative there, as on the command line.
+            os.chdir(root)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: RemoraServer, params: types.InitializedParams) -> None:
+        ls.start_serving()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: RemoraServer, params: types.DidOpenTextDocumentParams) -> None:
+        if (path := _python_file(params.text_document.uri)) is not None:
+            ls.runs.schedule(path, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: RemoraServer, params: types.DidSaveTextDocumentParams) -> None:
+        if (path := _python_file(params.text_document.uri)) is not None:
+            ls.runs.schedule(path, ls.debounce)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: RemoraServer, params: types.DidChangeTextDocumentParams) -> None:
+        if (path := _python_file(params.text_document.uri)) is not None:
+            ls.runs.cancel(path)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: RemoraServer, params: types.DidCloseTextDocumentParams) -> None:
+        if (path := _python_file(params.text_document.uri)) is not None:
+            ls.runs.cancel(path)
+            ls.runs.files.pop(path, None)
+            empty = types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
+            ls.text_document_publish_diagnostics(empty)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    )
+    def code_action(
+        ls: RemoraServer, params: types.CodeActionParams
+    ) -> list[types.CodeAction | types.Command]:
+        path = _python_file(params.text_document.uri)
+        return [] if path is None else _actions(ls, path, params)
+
+    @server.command(RUN_NODE)
+    def run_node(ls: RemoraServer, *arguments: Any) -> None:
+        uri, node = (str(argument) for argument in arguments[:2])
+        if (path := _python_file(uri)) is not None:
+            ls.runs.schedule(path, 0, nodes=frozenset({node}), cache=False)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: RemoraServer, *_: Any) -> None:
+        for path in list(ls.runs.files):
+            ls.runs.cancel(path)
+
+    return server
+
+
+def _actions(
+    ls: RemoraServer, path: Path, params: types.CodeActionParams
+) -> list[types.CodeAction | types.Command]:
+    """The verified changes of nodes under the range, then "run agents" for the innermost
+    node there."""
+    first, last = params.range.start.line + 1, params.range.end.line + 1
+    state = ls.runs.files.get(path, FileState())
+    document = ls.workspace.text_documents.get(params.text_document.uri)
+    buffer, version = (document.source, document.version) if document else (None, None)
+    actions: list[types.CodeAction | types.Command] = []
+    for (node_id, agent), result in state.results.items():
+        node = result.node
+        outside = node.end_line < first or node.start_line > last
+        if result.status is not JobStatus.SUCCESS or outside:
+            continue
+        related = [
+            diagnostic
+            for diagnostic in params.context.diagnostics
+            if isinstance(diagnostic.data, dict)
+            and diagnostic.data.get("node") == node_id
+            and diagnostic.data.get("agent") == agent
+        ]
+        for change in result.changes:
+            target = (Path.cwd() / change.file).resolve()
+            here = target == path.resolve()
+            actions.append(
+                change_action(
+                    result,
+                    change,
+                    target,
+                    buffer=buffer if here else None,
+                    version=version if here else None,
+                    diagnostics=related,
+                )
+            )
+    try:
+        found = discover_nodes([path], root=Path.cwd()).nodes
+    except Exception:  # a file that cannot be read now offers no "run agents" action
+        found = []
+    under = [node for node in found if node.start_line <= first <= node.end_line]
+    if under:
+        node = min(under, key=lambda node: node.end_line - node.start_line)
+        # A bare command, which the protocol allows next to actions: lsprotocol's own client
+        # reads any action that has a command as a command, and mangles it.
+        title = f"Remora: run agents on `{node.qualified_name}`"
+        actions.append(
+            types.Command(title, RUN_NODE, arguments=[params.text_document.uri, node.id])
+        )
+    return actions
+
+
+def _python_file(uri: str) -> Path | None:
+    """The file, when `remora analyze .` in the workspace would analyse it: not a library's
+    source opened by "go to definition", nor a file in .venv/ or one .gitignore ignores."""
+    path = to_fs_path(uri)
+    if not path or not path.endswith(".py") or not walked(Path(path), Path.cwd()):
+        return None
+    return Path(path)
