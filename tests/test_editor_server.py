@@ -24,6 +24,7 @@ from pygls.lsp.client import LanguageClient
 
 from remora.models.scripted import ScriptedModelServer, tool_call
 from tests.test_cache_honest import TWO_FUNCTIONS
+from tests.test_local_engine import needs_engine
 
 pytestmark = pytest.mark.anyio
 
@@ -340,3 +341,33 @@ async def test_the_server_survives_a_client_that_goes_away_mid_run(
         await asyncio.wait_for(client.stop(), 10)
     assert process.returncode == 0
     assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.local_engine
+@needs_engine
+async def test_requests_are_answered_while_the_embedded_engine_loads_and_runs(
+    project: Path, tmp_path: Path
+) -> None:
+    """llama-cpp points file descriptor 1 at /dev/null while it loads a model; the protocol has
+    its own copy of stdout, so no response sent meanwhile is lost."""
+    source = project / "pkg" / "shout.py"
+    flags = ["--engine", "local", "--agents", "lint"]
+    async with editor(project, *flags, log=tmp_path / "log") as ed:
+        open_file(ed.client, source)
+        params = types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(source.as_uri()),
+            range=types.Range(types.Position(4, 0), types.Position(4, 0)),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+        waits = []
+        deadline = time.perf_counter() + 120
+        while "end" not in ed.progress:
+            assert time.perf_counter() < deadline, "the run did not end"
+            asked = time.perf_counter()
+            await asyncio.wait_for(ed.client.text_document_code_action_async(params), 10)
+            waits.append(time.perf_counter() - asked)
+            await asyncio.sleep(0.05)
+        assert "begin" in ed.progress and len(waits) > 10
+        print(f"\n{len(waits)} code actions during the run, slowest {max(waits):.2f} s")
+        assert max(waits) < 2
+    assert ed.process().returncode == 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+import os
+import sys
+from typing import Any, BinaryIO
 
 from remora.cli.flags import agent_names, cli_settings, config_flags, engine_flags, model_flags
 
@@ -54,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("remora").setLevel(logging.INFO)
+    # pygls logs every message it could not send with a traceback; a client that went away is
+    # said once by pygls itself, and the server exits.
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(
+        lambda record: not (record.exc_info and isinstance(record.exc_info[1], BrokenPipeError))
+    )
     options = RunOptions(
         config=args.config,
         isolated=args.isolated,
@@ -61,5 +68,17 @@ def run(args: argparse.Namespace) -> int:
         agents=agent_names(args.agents),
     )
     server = build_server(options, debounce=max(args.debounce, 0) / 1000)
-    server.start_io()
+    server.start_io(sys.stdin.buffer, protocol_output())
     return 0
+
+
+def protocol_output() -> BinaryIO:
+    """The protocol gets stdout to itself. Anything else that writes to file descriptor 1 (a
+    library's print, a native library's log) would corrupt the message stream, and llama-cpp
+    points descriptor 1 at /dev/null while it loads a model (its `verbose=False`), which
+    swallowed the responses sent meanwhile. So the protocol writes to a copy of the descriptor,
+    and descriptor 1 becomes stderr, which editors show in their LSP log."""
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return channel

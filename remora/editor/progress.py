@@ -5,12 +5,19 @@ shown for a run the cache answered, nor to a client without progress."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+
+
+def client_gone_is_fine() -> contextlib.AbstractContextManager[None]:
+    """A notification to a client that went away is dropped: the run is being cancelled and
+    the server is about to exit."""
+    return contextlib.suppress(BrokenPipeError, ConnectionError)
 
 
 class RunProgress:
@@ -45,11 +52,13 @@ class RunProgress:
     def _report(self) -> None:
         if self._begun and not self._ended:
             report = types.WorkDoneProgressReport(message=self._message(), percentage=self._pct())
-            self._server.work_done_progress.report(self._token, report)
+            with client_gone_is_fine():
+                self._server.work_done_progress.report(self._token, report)
 
     def end(self) -> None:
         if self._begun and not self._ended:
-            self._server.work_done_progress.end(self._token, types.WorkDoneProgressEnd())
+            with client_gone_is_fine():
+                self._server.work_done_progress.end(self._token, types.WorkDoneProgressEnd())
         self._ended = True
 
     async def _begin(self) -> None:
@@ -62,7 +71,8 @@ class RunProgress:
         begin = types.WorkDoneProgressBegin(
             title=self._title, message=self._message(), percentage=self._pct()
         )
-        self._server.work_done_progress.begin(self._token, begin)
+        with client_gone_is_fine():
+            self._server.work_done_progress.begin(self._token, begin)
         self._begun = True
 
     def _message(self) -> str:

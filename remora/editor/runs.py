@@ -147,7 +147,13 @@ class FileRuns:
         finally:
             progress.end()
         self._show(path, state, fresh, text, nodes)
-        errors = sorted({job.error.message for job in fresh.values() if job.error is not None})
+        errors = sorted(
+            {
+                job.error.message
+                for job in fresh.values()
+                if job.status is JobStatus.ERROR and job.error is not None
+            }
+        )
         failed = [job for job in fresh.values() if job.status is JobStatus.FAILED]
         for job in failed:
             log.info("%s on %s: not done: %s", job.agent, job.node.qualified_name, job.summary)

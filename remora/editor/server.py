@@ -27,7 +27,7 @@ from remora.discovery.discover import discover_nodes
 from remora.discovery.walk import walked
 from remora.editor.diagnostics import diagnostics
 from remora.editor.edits import change_action
-from remora.editor.progress import RunProgress
+from remora.editor.progress import RunProgress, client_gone_is_fine
 from remora.editor.runs import FileRuns, FileState, RunOptions
 from remora.errors import RunFailed, UserInputError
 from remora.results import JobStatus
@@ -55,14 +55,16 @@ class RemoraServer(LanguageServer):
     def publish(self, path: Path, state: FileState) -> None:
         found = diagnostics(state.results.values(), state.text, self.rules())
         params = types.PublishDiagnosticsParams(uri=path.as_uri(), diagnostics=found)
-        self.text_document_publish_diagnostics(params)
+        with client_gone_is_fine():
+            self.text_document_publish_diagnostics(params)
 
     def tell(self, problem: str | None) -> None:
         """Say a problem once (not on every save), and again only after a run without it."""
         if problem is not None and problem != self._told:
             log.warning("%s", problem)
             message = types.ShowMessageParams(type=types.MessageType.Error, message=problem)
-            self.window_show_message(message)
+            with client_gone_is_fine():
+                self.window_show_message(message)
         self._told = problem
 
     def rules(self) -> dict[str, dict[str, RuleSpec]]:
