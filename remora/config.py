@@ -133,6 +133,17 @@ class CommandSettings(Section):
     """Executables, looked up next to Remora's Python first, then on PATH."""
     python_modules: list[str] = Field(default_factory=lambda: ["ruff", "pytest"])
     """Modules allowed as `run_command("python", ["-m", MODULE, ...])`."""
+    read_only: list[str] = Field(
+        default_factory=lambda: [
+            "ruff check --output-format json --exit-zero",
+            "ruff check --output-format json",
+        ]
+    )
+    """Commands that only read, each a program and its options. A command that is exactly one
+    of these followed by file paths (no further option) runs once per run for each distinct
+    content of those files, and every job that asks gets its result: ruff checks a file once,
+    not once per node of the file. Never list a command that writes (`ruff check --fix`,
+    pytest)."""
     timeout_s: float = Field(default=60.0, gt=0)
     output_limit_kb: int = Field(default=256, ge=1)
     """stdout and stderr are each cut after this many KiB."""

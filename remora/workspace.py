@@ -111,6 +111,10 @@ class Workspace:
         self._read_original(key)
         self._written[key] = text.replace("\r\n", "\n")
 
+    def written(self) -> frozenset[str]:
+        """The files the job wrote (keys, as `key` gives them)."""
+        return frozenset(self._written)
+
     def is_file(self, path: str) -> bool:
         key = self.key(path)
         return key in self._written or (self.root / key).is_file()

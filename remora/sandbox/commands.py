@@ -17,6 +17,7 @@ from anyio.abc import ByteReceiveStream
 
 from remora.config import CommandSettings
 from remora.sandbox.confinement import Confinement, confinement
+from remora.sandbox.read_only import SharedResults
 
 # Only these variables reach a command: no tokens, API keys or REMORA_* settings.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
@@ -43,6 +44,8 @@ class CommandRunner:
     def __init__(self, settings: CommandSettings) -> None:
         self.settings = settings
         self._slots = anyio.CapacityLimiter(settings.max_parallel)
+        self.shared = SharedResults()
+        """Results of read-only commands, for every job of the run (sandbox/read_only.py)."""
         self.confinement: Confinement | None = (
             confinement(settings.memory_mb) if settings.isolation == "bwrap" else None
         )

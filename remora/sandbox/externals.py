@@ -17,6 +17,7 @@ from remora.discovery.nodes import Node
 from remora.protocol.completion import CompletionRequest
 from remora.results import ErrorCode, JobError
 from remora.sandbox.commands import CommandMissing, CommandRunner
+from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
 from remora.tool_library.docstring_check import check_docstring
 from remora.tool_library.docstring_parse import parse_docstring
@@ -140,20 +141,34 @@ def host_functions(
                 with contextlib.suppress(OSError, ValueError):
                     if workspace.is_file(arg):
                         workspace.read_text(arg)
-        directory = workspace.directory()
-        try:
-            result = await commands.run(name, args, directory, project=workspace.root)
-        except CommandMissing as exc:
-            fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
-            raise
+        argv = [name, *args] if isinstance(args, list) else []
+        key = shared_key(commands.settings.read_only, argv, job_file_text, workspace.written())
+        if key is None:
+            result = await command_in_workspace(name, args)
+        else:
+            result = await commands.shared.get(key, lambda: command_in_workspace(name, args))
         if result["timed_out"]:
             fault(
                 ErrorCode.COMMAND_TIMEOUT,
                 f"{name} took longer than sandbox.commands.timeout_s="
                 f"{commands.settings.timeout_s}s",
             )
+        return result
+
+    async def command_in_workspace(name: str, args: list[str]) -> dict[str, Any]:
+        directory = workspace.directory()
+        try:
+            result = await commands.run(name, args, directory, project=workspace.root)
+        except CommandMissing as exc:
+            fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
+            raise
         workspace.sync_from_directory()
         return result
+
+    def job_file_text(path: str) -> str | None:
+        with contextlib.suppress(OSError, ValueError):
+            return workspace.read_text(path) if workspace.is_file(path) else None
+        return None
 
     return {
         "read_file": read_file,
