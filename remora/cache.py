@@ -169,13 +169,11 @@ class ResultCache:
             for item in cached.changes
         ]
         if changes and cached.file_sha256 != _file_hash(root / node.file):
-            moved = [
-                rebased(change, item.node_text_after, node, root)
-                for change, item in zip(changes, cached.changes, strict=True)
-            ]
-            if any(change is None for change in moved):
+            after = [item.node_text_after for item in cached.changes]
+            moved = rebased(changes, after, node, root)
+            if moved is None:
                 return None
-            changes = [change for change in moved if change is not None]
+            changes = moved
         with contextlib.suppress(OSError):
             os.utime(path, follow_symlinks=False)  # recently used
         result = cached.result.model_copy(deep=True)

@@ -35,24 +35,32 @@ def node_text_after(change: Change, node: Node, root: Path) -> str | None:
     return new[len(prefix) : len(new) - len(suffix)]
 
 
-def rebased(change: Change, after: str | None, node: Node, root: Path) -> Change | None:
-    """`change`, valid on the node's file as it is now: a new file elsewhere as it was (while
-    that file still does not exist), or the node's text replaced by `after`. None when neither
-    holds (the change reached outside the node, or the file changed again meanwhile)."""
-    if change.original_sha256 is None and change.file != node.file:
-        return None if (root / change.file).exists() else change
-    found = _node_in_file(node, root) if after is not None else None
-    if found is None or after is None:
-        return None
-    sha256, text, start, end = found
-    new_text = text[:start] + after + text[end:]
-    return change.model_copy(
-        update={
+def rebased(
+    changes: list[Change], after: list[str | None], node: Node, root: Path
+) -> list[Change] | None:
+    """`changes`, valid on the node's file as it is now (read once): a new file elsewhere as it
+    was, while that file still does not exist; a change of the node's file with the node's text
+    replaced by its `after`. None when one of them holds neither way (it reached outside the
+    node, or the file changed again meanwhile)."""
+    found = _node_in_file(node, root)
+    out = []
+    for change, text_after in zip(changes, after, strict=True):
+        if change.original_sha256 is None and change.file != node.file:
+            if (root / change.file).exists():
+                return None
+            out.append(change)
+            continue
+        if found is None or text_after is None:
+            return None
+        sha256, text, start, end = found
+        new_text = text[:start] + text_after + text[end:]
+        update = {
             "new_text": new_text,
             "original_sha256": sha256,
             "diff": file_diff(change.file, text, new_text),
         }
-    )
+        out.append(change.model_copy(update=update))
+    return out
 
 
 def _node_in_file(node: Node, root: Path) -> tuple[str, str, int, int] | None:

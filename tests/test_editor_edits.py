@@ -13,7 +13,7 @@ from remora.agents.definition import RuleSpec
 from remora.discovery.nodes import Node, NodeType
 from remora.discovery.walk import iter_python_files, walked
 from remora.editor.diagnostics import diagnostics
-from remora.editor.edits import line_edit, stale_reason
+from remora.editor.edits import Stale, line_edit, text_to_change
 from remora.results import Change, Finding, JobResult, JobStatus
 
 
@@ -89,13 +89,21 @@ def test_diagnostics_count_utf16_and_link_the_rule() -> None:
     assert second.severity == types.DiagnosticSeverity.Information
 
 
+def stale_reason(change: Change, path: Path, buffer: str | None) -> str | None:
+    try:
+        text_to_change(change, path, buffer)
+    except Stale as stale:
+        return str(stale)
+    return None
+
+
 def test_a_change_is_stale_once_the_file_or_the_buffer_moved_on(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
     path.write_text("x = 1\n")
     read = hashlib.sha256(b"x = 1\n").hexdigest()
     change = Change(file="m.py", diff="", new_text="x = 2\n", original_sha256=read)
     assert stale_reason(change, path, buffer=None) is None
-    assert stale_reason(change, path, buffer="x = 1\n") is None
+    assert text_to_change(change, path, buffer="x = 1\n") == "x = 1\n"
     assert "unsaved changes" in (stale_reason(change, path, buffer="x = 10\n") or "")
     path.write_text("x = 3\n")
     assert "changed since the agent read it" in (stale_reason(change, path, buffer=None) or "")

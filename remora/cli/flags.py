@@ -41,7 +41,6 @@ def run_flags() -> argparse.ArgumentParser:
     report."""
     flags = argparse.ArgumentParser(add_help=False, parents=[model_flags()])
     flags.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    flags.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
     flags.add_argument(
         "--output-format",
         "--format",
@@ -55,8 +54,10 @@ def run_flags() -> argparse.ArgumentParser:
 
 
 def model_flags() -> argparse.ArgumentParser:
-    """Which model answers and where results are cached: every command that runs agents."""
+    """Which agents run, which model answers them, where results are cached: every command
+    that runs agents."""
     flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
     flags.add_argument(
         "--cache-dir",
         type=Path,

@@ -23,7 +23,6 @@ def add_parser(commands: Any) -> None:
         "action. Setup for Neovim and VS Code: docs/EDITORS.md.",
     )
     parser.set_defaults(run=run)
-    parser.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
     parser.add_argument(
         "--debounce",
         type=int,

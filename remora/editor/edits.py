@@ -15,21 +15,29 @@ from lsprotocol import types
 from remora.results import Change, JobResult
 
 
-def stale_reason(change: Change, path: Path, buffer: str | None) -> str | None:
-    """Why the change can no longer be applied, or None. `buffer` is the editor's text of an
-    open file."""
+class Stale(Exception):
+    """The change can no longer be applied; the message says why."""
+
+
+def text_to_change(change: Change, path: Path, buffer: str | None) -> str:
+    """The text the change applies to ("" for a file it creates), read once, so the edit is
+    made from the very bytes that were checked. Raises Stale. `buffer` is the editor's text of
+    an open file."""
     name = path.name
     if change.original_sha256 is None:
-        return f"{name} exists now; the agent wrote it as a new file" if path.exists() else None
+        if path.exists():
+            raise Stale(f"{name} exists now; the agent wrote it as a new file")
+        return ""
     try:
         data = path.read_bytes()
     except OSError:
-        return f"{name} cannot be read any more"
+        raise Stale(f"{name} cannot be read any more") from None
     if hashlib.sha256(data).hexdigest() != change.original_sha256:
-        return f"{name} changed since the agent read it; save it and the agents run again"
-    if buffer is not None and buffer != data.decode("utf-8", errors="replace"):
-        return f"{name} has unsaved changes; save it and the agents run again"
-    return None
+        raise Stale(f"{name} changed since the agent read it; save it and the agents run again")
+    text = data.decode("utf-8", errors="replace")
+    if buffer is not None and buffer != text:
+        raise Stale(f"{name} has unsaved changes; save it and the agents run again")
+    return text
 
 
 def change_action(
@@ -46,9 +54,10 @@ def change_action(
     action = types.CodeAction(
         title=title, kind=types.CodeActionKind.QuickFix, diagnostics=diagnostics or None
     )
-    reason = stale_reason(change, path, buffer)
-    if reason is not None:
-        action.disabled = types.CodeActionDisabled(reason=reason)
+    try:
+        old_text = text_to_change(change, path, buffer)
+    except Stale as stale:
+        action.disabled = types.CodeActionDisabled(reason=str(stale))
         return action
     uri = path.as_uri()
     new_text = change.new_text.replace("\n", change.newline)
@@ -61,7 +70,6 @@ def change_action(
             ]
         )
         return action
-    old_text = path.read_bytes().decode("utf-8", errors="replace")
     action.edit = types.WorkspaceEdit(
         document_changes=[
             types.TextDocumentEdit(

@@ -64,8 +64,6 @@ class FileRuns:
         self._group: TaskGroup | None = None
         self._waiting: list[tuple[Path, float, frozenset[str], bool]] = []
         self.files: dict[Path, FileState] = {}
-        self.runs = 0
-        """Runs finished (tests wait on it)."""
 
     async def serve(self) -> None:
         """Run the analyses asked for, until cancelled (the client went away or shut down)."""
@@ -110,7 +108,6 @@ class FileRuns:
             except Exception as exc:  # a bug: said and logged; the server keeps serving
                 log.exception("analysis of %s failed", path)
                 self._tell(f"internal error analysing {path.name}: {exc!r}")
-            self.runs += 1
 
     async def _run(self, path: Path, nodes: frozenset[str], cache: bool) -> None:
         o = self._options
