@@ -321,11 +321,14 @@ def write_config(project: Path, agents: dict[str, Path]) -> None:
 
 
 class ModelServer:
-    """bench/scripted_server.py in its own process: Remora's scripted server answering with the
-    CallEveryTool rule after `latency` seconds, and a stats endpoint."""
+    """bench/scripted_server.py in its own process: Remora's scripted server answering with
+    `rule` (CallEveryTool by default) after `latency` seconds, and a stats endpoint."""
 
-    def __init__(self, latency: float, *, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self, latency: float, *, rule: str = "call-every-tool", start_timeout: float = 60.0
+    ) -> None:
         self.latency = latency
+        self.rule = rule
         self.start_timeout = start_timeout
         self.base_url = ""
         self.stats_url = ""
@@ -333,7 +336,11 @@ class ModelServer:
         self._log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by __exit__)
 
     def __enter__(self) -> ModelServer:
-        command = [PYTHON, str(BENCH / "scripted_server.py"), "--latency", str(self.latency)]
+        command = [
+            PYTHON,
+            str(BENCH / "scripted_server.py"),
+            *("--latency", str(self.latency), "--rule", self.rule),
+        ]
         self._process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,

@@ -237,6 +237,9 @@ class RemoraSettings(BaseSettings):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     concurrency: int = Field(default=64, ge=1, le=4096)
     """Jobs in flight at once; keep it high enough to fill the server's batch."""
+    workers: int = Field(default=0, ge=0, le=256)
+    """Processes that run jobs against a server, sharing `concurrency`; 0: automatic (one per
+    usable core, one per 200 pending jobs). The embedded engine always runs in one process."""
     engine: EngineName = "auto"
     """server, local (the embedded CPU engine), or auto: the server when server.base_url is
     set, else the embedded engine when installed (pip install 'remora[local]')."""

@@ -56,6 +56,10 @@ class Events:
             return
         record = {"v": SCHEMA_VERSION, "ts": time.time(), "run_id": self.run_id, "event": event}
         record.update(fields)
+        self.forward(record)
+
+    def forward(self, record: dict[str, Any]) -> None:
+        """Deliver a record built elsewhere (by a worker process, for this run)."""
         if self.sink is not None:
             self.sink.write(json.dumps(record, default=str) + "\n")
             self.sink.flush()

@@ -14,15 +14,12 @@ from remora.cache import ResultCache
 from remora.config import RemoraSettings
 from remora.discovery.nodes import Node
 from remora.events import NO_EVENTS, Events, JobEvents
+from remora.job import Job, job_id, run_job
 from remora.protocol.messages import ChatModel
-from remora.protocol.profiles import resolve_profile
-from remora.results import ErrorCode, JobError, JobResult, JobStatus
-from remora.runner import FunctionGemmaRunner
+from remora.results import JobResult
 from remora.sandbox.commands import CommandRunner
-from remora.sandbox.executor import ToolSandbox
-from remora.workspace import Workspace
-
-Job = tuple[Agent, Node]
+from remora.sandbox.executor import ToolSandbox, pool_size
+from remora.workers.pool import run_in_workers, worker_count
 
 
 def plan_jobs(agents: Sequence[Agent], nodes: Sequence[Node]) -> list[Job]:
@@ -46,6 +43,7 @@ async def run_jobs(
     events: Events = NO_EVENTS,
     on_result: Callable[[JobResult], None] | None = None,
     on_planned: Callable[[int, int], None] | None = None,
+    workers: int = 1,
 ) -> list[JobResult]:
     """Run every job; a job that crashes becomes an `error` result and never stops the others.
 
@@ -53,7 +51,8 @@ async def run_jobs(
     `open_model` opens) is asked only when some job is left. `on_planned(pending, cached)` is
     called once the cache was looked up, before any job event. Results come back in job order
     whatever order they finished in; `on_result` gets each as it is final, and every job's
-    events are emitted here.
+    events are emitted here. `workers` (`worker_count`): 1 runs the jobs in this process;
+    more run them in worker processes (a server's model only: each opens its own client).
     """
     if (model is None) == (open_model is None):
         raise TypeError("run_jobs needs exactly one of model and open_model")
@@ -74,20 +73,44 @@ async def run_jobs(
         return [result for result in results if result is not None]
     if cache is not None:
         cache.prepare()
+
+    def finish(index: int, result: JobResult) -> None:
+        agent, node = jobs[index]
+        if cache is not None:
+            cache.put(agent, result, root)
+        emit_finished(events.for_job(job_id(agent, node), node.id, agent.name), result)
+        results[index] = result
+        if on_result is not None:
+            on_result(result)
+
+    count = worker_count(workers, jobs=len(pending), concurrency=settings.concurrency)
     opened = given(model) if model is not None else open_model()  # type: ignore[misc]
     async with opened as chat_model:
-        await _run_pending(
-            jobs,
-            pending,
-            results,
-            model=chat_model,
-            settings=settings,
-            root=root,
-            keep_workspaces=keep_workspaces,
-            cache=cache,
-            events=events,
-            on_result=on_result,
-        )
+        for index in pending:
+            agent, node = jobs[index]
+            events.emit("job_queued", job_id=job_id(agent, node), node_id=node.id, agent=agent.name)
+        if count > 1:
+            await run_in_workers(
+                jobs,
+                pending,
+                workers=count,
+                settings=settings,
+                root=root,
+                keep_workspaces=keep_workspaces,
+                events=events,
+                finish=finish,
+            )
+        else:
+            await _run_here(
+                jobs,
+                pending,
+                model=chat_model,
+                settings=settings,
+                root=root,
+                keep_workspaces=keep_workspaces,
+                events=events,
+                finish=finish,
+            )
     if cache is not None:
         cache.evict()
     return [result for result in results if result is not None]
@@ -99,71 +122,41 @@ async def given(model: ChatModel) -> AsyncIterator[ChatModel]:
     yield model
 
 
-async def _run_pending(
+async def _run_here(
     jobs: Sequence[Job],
     pending: list[int],
-    results: list[JobResult | None],
     *,
     model: ChatModel,
     settings: RemoraSettings,
     root: Path,
     keep_workspaces: bool,
-    cache: ResultCache | None,
     events: Events,
-    on_result: Callable[[JobResult], None] | None,
+    finish: Callable[[int, JobResult], None],
 ) -> None:
+    """The pending jobs in this process's event loop, `settings.concurrency` at a time."""
     limiter = anyio.CapacityLimiter(settings.concurrency)
     commands = CommandRunner(settings.sandbox.commands)
 
-    async with ToolSandbox() as sandbox:
+    async with ToolSandbox(pool_size(settings.concurrency)) as sandbox:
 
         async def run_one(index: int, agent: Agent, node: Node) -> None:
-            job_events = events.for_job(job_id(agent, node), node.id, agent.name)
             async with limiter:
-                job_events.emit("job_started")
-                profile = resolve_profile(
-                    settings.runner.model_profile, settings.server.model, agent.model
-                )
-                workspace = Workspace(
-                    root, keep=keep_workspaces, copy_project=commands.confinement is None
-                )
-                runner = FunctionGemmaRunner(
+                result = await run_job(
                     agent,
                     node,
                     model=model,
                     sandbox=sandbox,
                     commands=commands,
-                    workspace=workspace,
-                    profile=profile,
-                    settings=settings.runner,
-                    events=job_events,
+                    settings=settings,
+                    root=root,
+                    keep_workspaces=keep_workspaces,
+                    events=events.for_job(job_id(agent, node), node.id, agent.name),
                 )
-                try:
-                    result = await runner.run()
-                except Exception as exc:  # a bug in one job must not take the run down
-                    result = crashed(agent, node, exc, turns=runner.turns)
-                finally:
-                    workspace.close()
-                if workspace.kept_directory is not None:
-                    result.workspace = str(workspace.kept_directory)
-            if cache is not None:
-                cache.put(agent, result, root)
-            emit_finished(job_events, result)
-            results[index] = result
-            if on_result is not None:
-                on_result(result)
+            finish(index, result)
 
         async with anyio.create_task_group() as group:
             for index in pending:
-                agent, node = jobs[index]
-                events.emit(
-                    "job_queued", job_id=job_id(agent, node), node_id=node.id, agent=agent.name
-                )
-                group.start_soon(run_one, index, agent, node)
-
-
-def job_id(agent: Agent, node: Node) -> str:
-    return f"{agent.name}:{node.id}"
+                group.start_soon(run_one, index, *jobs[index])
 
 
 def emit_finished(events: JobEvents, result: JobResult) -> None:
@@ -180,14 +173,4 @@ def emit_finished(events: JobEvents, result: JobResult) -> None:
         cached=result.cached,
         error_code=result.error.code.value if result.error else None,
         error=result.error.message if result.error else None,
-    )
-
-
-def crashed(agent: Agent, node: Node, exc: BaseException, *, turns: int = 0) -> JobResult:
-    return JobResult(
-        node=node,
-        agent=agent.name,
-        status=JobStatus.ERROR,
-        turns=turns,
-        error=JobError(code=ErrorCode.INTERNAL, message=f"{type(exc).__name__}: {exc}"),
     )

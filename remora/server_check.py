@@ -27,11 +27,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
-import openai
 from pydantic import SecretStr
 
 from remora.config import ServerSettings
-from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel, error_text
+from remora.models.openai_client import (
+    SERVER_DOCS,
+    NoReply,
+    OpenAIChatModel,
+    StatusError,
+    error_text,
+)
 from remora.protocol.messages import ModelError
 from remora.server_probe import (
     PROBE_MESSAGES,
@@ -265,7 +270,7 @@ async def _list_models(client: OpenAIChatModel) -> list[ServedModel]:
         entries = await client.model_entries()
     except ModelError as exc:
         cause = exc.__cause__
-        if isinstance(cause, openai.APIStatusError):
+        if isinstance(cause, StatusError):
             message = f"GET /models answered HTTP {cause.status_code}: {error_text(cause)}"
             if cause.status_code in (401, 403):
                 fix = "set server.api_key (REMORA_SERVER__API_KEY) to the server's REMORA_API_KEY"
@@ -274,7 +279,7 @@ async def _list_models(client: OpenAIChatModel) -> list[ServedModel]:
             else:
                 fix = "check the server log"
             raise _Unreachable(message, fix) from exc
-        if isinstance(cause, openai.APIConnectionError):
+        if isinstance(cause, NoReply):
             raise _Unreachable(f"cannot reach {url} ({cause})", _START_FIX) from exc
         if isinstance(cause, TimeoutError):
             raise _Unreachable(

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-import openai
 
-from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel
+from remora.models.openai_client import SERVER_DOCS, OpenAIChatModel, StatusError
 from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply
 
 PROFILE_KIT = "functiongemma-kit"
@@ -130,7 +129,7 @@ async def _probe(
         )
     except ModelError as exc:
         cause = exc.__cause__
-        status = cause.status_code if isinstance(cause, openai.APIStatusError) else None
+        status = cause.status_code if isinstance(cause, StatusError) else None
         if status is None and (found := _STATUS.search(exc.message)):
             status = int(found.group(1))
         url = client.base_url  # said once per URL already: keep the lines short

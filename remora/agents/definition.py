@@ -146,6 +146,14 @@ class Agent(BaseModel):
     def name(self) -> str:
         return self.definition.name
 
+    def __getstate__(self) -> dict[Any, Any]:
+        """Pickled (for worker processes) without the compiled template and validators, which
+        `cached_property` keeps in `__dict__`: they are made again where they are used."""
+        state = super().__getstate__()
+        fields = type(self).model_fields
+        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k in fields}
+        return state
+
     def submit_schema(self) -> dict[str, Any]:
         spec = self.definition.submit_result
         return {

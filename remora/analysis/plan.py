@@ -15,7 +15,8 @@ from remora.discovery.discover import Discovery, DiscoveryError, discover_nodes
 from remora.discovery.nodes import Node
 from remora.errors import RunFailed, UserInputError
 from remora.events import Events
-from remora.orchestrator import Job, job_id, plan_jobs
+from remora.job import Job, job_id
+from remora.orchestrator import plan_jobs
 from remora.shard import select_shard
 
 

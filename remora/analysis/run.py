@@ -24,7 +24,8 @@ from remora.cache_folder import cache_dir_problem
 from remora.config_loading import LoadedSettings
 from remora.errors import RunFailed, UserInputError
 from remora.events import NO_EVENTS, Events
-from remora.orchestrator import Job, emit_finished, job_id, run_jobs
+from remora.job import Job, job_id
+from remora.orchestrator import emit_finished, run_jobs
 from remora.protocol.messages import ChatModel, ModelError
 from remora.results import JobResult, JobStatus, RunSummary
 from remora.sandbox.interpreter import project_python
@@ -138,6 +139,7 @@ async def analyze(
             events=events,
             on_result=finished,
             on_planned=planned,
+            workers=1 if choice.local is not None else settings.workers,
         )
     except ModelError as exc:
         raise RunFailed(exc.message) from exc

@@ -74,6 +74,13 @@ def model_flags() -> argparse.ArgumentParser:
     flags.add_argument(
         "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
     )
+    flags.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes that run jobs against a server, sharing --concurrency (default 0: one "
+        "per usable core, one per 200 pending jobs; the embedded engine uses one)",
+    )
     return flags
 
 
@@ -106,6 +113,7 @@ def cli_settings(args: argparse.Namespace) -> dict[str, Any]:
         ("server", "base_url"): getattr(args, "base_url", None),
         ("server", "model"): getattr(args, "model", None),
         ("concurrency",): getattr(args, "concurrency", None),
+        ("workers",): getattr(args, "workers", None),
         ("cache_dir",): getattr(args, "cache_dir", None),
         ("engine",): getattr(args, "engine", None),
         ("local", "model_path"): (

@@ -1,22 +1,16 @@
 """Guards on the HTTP replies of a model server: a size cap that also holds for compressed
-replies, and a read timeout that counts only time without progress."""
+replies, and a read timeout that counts only time without progress. Both sit under aiohttp,
+the HTTP client of `remora.models.openai_client`."""
 
 from __future__ import annotations
 
-import importlib
+import functools
 import zlib
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
-import anyio
-import openai
-
-if TYPE_CHECKING:
-    import httpcore2 as httpcore
-    import httpx2 as httpx
-else:  # the HTTP library this openai release is built on: httpx2 (openai 3), else httpx
-    httpx = importlib.import_module(type(openai.DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0])
-    httpcore = importlib.import_module("httpcore2" if httpx.__name__ == "httpx2" else "httpcore")
+import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 MIB = 1 << 20
 
@@ -31,60 +25,40 @@ _DECODED_PIECE = 1 << 16
 
 class ReplyRefused(Exception):
     """A reply body Remora will not read: too large, in an encoding it did not ask for, or with
-    corrupt compressed data. Raised while the body is read, so the OpenAI client neither retries
-    nor wraps it."""
+    corrupt compressed data. Never retried: asking again brings the same body."""
 
 
-class _ReplyGuard:
-    """An httpx response hook (the headers have arrived): the body is then read through
-    `_CappedBody`, which decodes it and refuses it past the cap."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-
-    async def __call__(self, response: httpx.Response) -> None:
-        encodings = [
-            value.strip().lower()
-            for value in response.headers.get_list("content-encoding", split_commas=True)
-        ]
-        encodings = [value for value in encodings if value and value != "identity"]
-        if len(encodings) > 1 or (encodings and encodings[0] not in _DECODERS):
-            raise ReplyRefused(
-                f"the reply is in a Content-Encoding Remora did not ask for "
-                f"({', '.join(encodings)}; it asks for {ACCEPT_ENCODING})"
-            )
-        declared = response.headers.get("content-length", "")
-        if not encodings and declared.isdigit() and int(declared) > self.max_bytes:
-            raise ReplyRefused(_too_large(self.max_bytes))
-        inflater = _Inflater(encodings[0]) if encodings else None
-        if inflater is not None:  # decoded here: httpx must not decode it again
-            del response.headers["content-encoding"]
-            response.headers.pop("content-length", None)
-        stream = response.stream
-        assert isinstance(stream, httpx.AsyncByteStream)
-        response.stream = _CappedBody(stream, self.max_bytes, inflater)
-
-
-class _CappedBody(httpx.AsyncByteStream):
-    def __init__(self, raw: httpx.AsyncByteStream, max_bytes: int, inflater: _Inflater | None):
-        self._raw, self._max_bytes, self._inflater = raw, max_bytes, inflater
-        self._size = 0
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._raw:
-            for piece in self._inflater.feed(chunk) if self._inflater else (chunk,):
-                yield self._count(piece)
-        if self._inflater is not None:
-            yield self._count(self._inflater.flush())
-
-    def _count(self, piece: bytes) -> bytes:
-        self._size += len(piece)
-        if self._size > self._max_bytes:
-            raise ReplyRefused(_too_large(self._max_bytes))
-        return piece
-
-    async def aclose(self) -> None:
-        await self._raw.aclose()
+async def read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The reply's body, decoded here (the session does not decompress) and refused past
+    `max_bytes` decoded bytes, so a small compressed body cannot unpack to gigabytes."""
+    encodings = [
+        value.strip().lower()
+        for header in response.headers.getall("Content-Encoding", [])
+        for value in header.split(",")
+    ]
+    encodings = [value for value in encodings if value and value != "identity"]
+    if len(encodings) > 1 or (encodings and encodings[0] not in _DECODERS):
+        raise ReplyRefused(
+            f"the reply is in a Content-Encoding Remora did not ask for "
+            f"({', '.join(encodings)}; it asks for {ACCEPT_ENCODING})"
+        )
+    declared = response.headers.get("Content-Length", "")
+    if not encodings and declared.isdigit() and int(declared) > max_bytes:
+        raise ReplyRefused(_too_large(max_bytes))
+    inflater = _Inflater(encodings[0]) if encodings else None
+    pieces: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        for piece in inflater.feed(chunk) if inflater else (chunk,):
+            size += len(piece)
+            if size > max_bytes:
+                raise ReplyRefused(_too_large(max_bytes))
+            pieces.append(piece)
+    if inflater is not None:
+        pieces.append(tail := inflater.flush())
+        if size + len(tail) > max_bytes:
+            raise ReplyRefused(_too_large(max_bytes))
+    return b"".join(pieces)
 
 
 def _too_large(max_bytes: int) -> str:
@@ -136,67 +110,41 @@ class _Inflater:
             raise ReplyRefused(f"the reply's {self.encoding} data is corrupt") from None
 
 
-def _pace(client: httpx.AsyncClient, stall: float) -> bool:
-    """Put `_PacedStream` under every connection pool of `client` (its own and those for
-    proxies from the environment). False where httpx keeps its pools differently from the
-    releases this was written for (then the caller keeps httpx's plain read timeout)."""
-    mounts: dict[Any, Any] = getattr(client, "_mounts", {})
-    transports = [getattr(client, "_transport", None), *mounts.values()]
-    pools: list[Any] = [getattr(transport, "_pool", None) for transport in transports if transport]
-    if not pools or not all(hasattr(pool, "_network_backend") for pool in pools):
-        return False
-    for pool in pools:
-        pool._network_backend = _PacedBackend(pool._network_backend, stall)
-    return True
+def paced_connector(connections: int, stall: float) -> tuple[aiohttp.TCPConnector, bool]:
+    """A connection pool of `connections` whose connections time out only without progress:
+    after a request is sent, the wait for the reply's first byte is unbounded (the server may
+    be queueing it); from then on every byte, of the status line and headers as of the body,
+    must come within `stall` seconds (aiohttp's `sock_read`, restarted on every byte received).
+
+    The second value is False where aiohttp builds its connections differently from the
+    releases this was written for: the pool is then plain, and the caller's `sock_read` also
+    bounds the wait for the first byte."""
+    connector = aiohttp.TCPConnector(limit=connections, limit_per_host=0)
+    paced = isinstance(getattr(connector, "_factory", None), functools.partial) and callable(
+        getattr(ResponseHandler, "start_timeout", None)
+    )
+    if paced:
+        connector._factory = functools.partial(  # type: ignore[assignment]
+            _PacedResponseHandler, stall=stall, loop=connector._loop
+        )
+    return connector, paced
 
 
-class _PacedBackend:
-    """httpcore's network backend, every connection it opens wrapped in a `_PacedStream`."""
+class _PacedResponseHandler(ResponseHandler):
+    """aiohttp starts the read timer once the request is written (`start_timeout`); here it
+    starts with the first byte of the reply (`data_received` restarts it on every byte)."""
 
-    def __init__(self, backend: Any, stall: float) -> None:
-        self._backend, self._stall = backend, stall
+    def __init__(self, *args: Any, stall: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stall = stall
 
-    async def connect_tcp(self, *args: Any, **kwargs: Any) -> _PacedStream:
-        return _PacedStream(await self._backend.connect_tcp(*args, **kwargs), self._stall)
+    def start_timeout(self) -> None:
+        pass
 
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _PacedStream:
-        return _PacedStream(await self._backend.connect_unix_socket(*args, **kwargs), self._stall)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._backend.sleep(seconds)
-
-
-class _PacedStream:
-    """One connection. After a request is written, the wait for the reply's first byte is
-    unbounded (the server may be queueing it); every later read must bring a byte within
-    `stall` seconds, else httpcore's `ReadTimeout`, which the OpenAI client retries."""
-
-    def __init__(self, stream: Any, stall: float) -> None:
-        self._stream, self._stall = stream, stall
-        self._awaiting_reply = False
-
-    # httpcore's stream interface, `timeout` parameters included.
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        self._awaiting_reply = True
-        await self._stream.write(buffer, timeout=timeout)
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        if self._awaiting_reply:
-            data: bytes = await self._stream.read(max_bytes, timeout=None)
-            self._awaiting_reply = False
-            return data
-        with anyio.move_on_after(self._stall):
-            data = await self._stream.read(max_bytes, timeout=None)
-            return data
-        raise httpcore.ReadTimeout(
+    def _on_read_timeout(self) -> None:
+        error = aiohttp.SocketTimeoutError(
             f"the reply stalled: no byte for {self._stall:g}s (server.timeout)"
         )
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def start_tls(self, *args: Any, **kwargs: Any) -> _PacedStream:
-        return _PacedStream(await self._stream.start_tls(*args, **kwargs), self._stall)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
+        self.set_exception(error)
+        if self._payload is not None:
+            self._payload.set_exception(error)

@@ -1,38 +1,46 @@
 """Any OpenAI-compatible chat-completions server (vLLM first) behind the ChatModel interface.
 
+The HTTP client is aiohttp (its connection pool and C parser cost about a sixth of the CPU per
+request of the OpenAI SDK on httpx, which made the client the bottleneck for a fast server:
+bench/README.md, "Client overhead"). Retries are this module's own, as the SDK had them.
+
 A server's replies are untrusted, and so is its pace:
 
-- **No-progress timeout.** `server.timeout` bounds connecting, sending the request and, once a
-  reply has started (its first byte has arrived), every wait between two received bytes, in the
-  status line and headers as in the body (`_PacedStream`, under httpcore). The wait for the
-  first byte is not bounded here: a busy server queues requests, and a queue is not a fault. The
-  runner bounds the whole job (`runner.job_timeout`); the one request outside a job,
-  `GET /models`, is bounded in total (`model_entries`).
+- **No-progress timeout.** `server.timeout` bounds connecting and, once a reply has started
+  (its first byte has arrived), every wait between two received bytes, in the status line and
+  headers as in the body (`paced_connector`). The wait for the first byte is not bounded here:
+  a busy server queues requests, and a queue is not a fault. The runner bounds the whole job
+  (`runner.job_timeout`); the one request outside a job, `GET /models`, is bounded in total
+  (`model_entries`).
 - **Size cap.** Bodies are decompressed here (gzip or deflate, the encodings Remora asks for)
-  and refused past `server.max_reply_mb` of decompressed bytes, so a small compressed body
-  cannot unpack to gigabytes.
+  and refused past `server.max_reply_mb` of decompressed bytes (`read_capped`).
 - **Shape.** Bodies are parsed as plain JSON and checked field by field
   (`remora.protocol.messages.parse_chat_reply`); a reply of the wrong shape is a `model_error`
   saying what is wrong, never a crash.
+- **Retries** (`server.retries`): a connection refused or dropped, a no-progress timeout, and
+  HTTP 408, 409, 429 and 5xx are asked again after an exponential backoff (0.5 s doubling up
+  to 8 s, less up to a quarter at random), or after the server's `Retry-After` where it gives
+  one of at most 60 s; `x-should-retry: true|false` from the server overrides the status.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-from typing import TYPE_CHECKING, Any
+import random
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
 
+import aiohttp
 import anyio
-import openai
-from openai import AsyncOpenAI
 
 from remora.config import ServerSettings
 from remora.models.http_guards import (
     ACCEPT_ENCODING,
     MIB,
     ReplyRefused,
-    _pace,
-    _ReplyGuard,
+    paced_connector,
+    read_capped,
 )
 from remora.protocol.completion import Completion, CompletionRequest, parse_completion
 from remora.protocol.messages import (
@@ -45,53 +53,65 @@ from remora.protocol.messages import (
 )
 from remora.results import ErrorCode
 
-if TYPE_CHECKING:
-    import httpcore2 as httpcore
-    import httpx2 as httpx
-else:  # the HTTP library this openai release is built on: httpx2 (openai 3), else httpx
-    httpx = importlib.import_module(type(openai.DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0])
-    httpcore = importlib.import_module("httpcore2" if httpx.__name__ == "httpx2" else "httpcore")
-
 SERVER_DOCS = "docs/SERVER_SETUP.md"
+
+_RETRIED_STATUS = frozenset({408, 409, 429})
+_MAX_RETRY_AFTER_S = 60.0
+
+
+class NoReply(Exception):
+    """No answer at all: the connection was refused or dropped, or a timeout ran out."""
+
+
+class StatusError(Exception):
+    """The server answered with an HTTP error status."""
+
+    def __init__(self, status_code: int, body: bytes, headers: dict[str, str]) -> None:
+        self.status_code, self.body, self.headers = status_code, body, headers
+        super().__init__(f"HTTP {status_code}: {error_text(self)}")
 
 
 class OpenAIChatModel:
-    """Retries with exponential backoff (connection errors, no-progress timeouts, 429 honouring
-    Retry-After, 5xx) are the OpenAI client's own; `server.retries` sets how many."""
+    """One server (`server.base_url`), its connection pool sized to the run's concurrency."""
 
     def __init__(self, settings: ServerSettings, *, connections: int = 64) -> None:
         """`connections`: how many requests may be in flight (the run's concurrency); the pool
         keeps that many alive instead of closing and reopening them under load."""
         if len(settings.base_urls) != 1:
             raise ValueError("OpenAIChatModel needs exactly one server.base_url")
-        self.base_url = settings.base_urls[0]
+        self.base_url = settings.base_urls[0].rstrip("/")
         self.timeout = settings.timeout
         self.max_reply_mb = settings.max_reply_mb
-        limits = httpx.Limits(
-            max_connections=max(connections, 1), max_keepalive_connections=max(connections, 1)
-        )
-        http_client = openai.DefaultAsyncHttpxClient(
-            limits=limits,
-            headers={"Accept-Encoding": ACCEPT_ENCODING},
-            event_hooks={"response": [_ReplyGuard(settings.max_reply_mb * MIB)]},
-        )
-        self.paced = _pace(http_client, settings.timeout)
-        """Whether the no-progress timeout is in place (else: a plain read timeout, as httpx
-        has it, which also ends a request that waits in the server's queue)."""
-        self.client = AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=settings.api_key.get_secret_value() or "EMPTY",
-            # The read timeout is `_PacedStream`'s. The pool is this client's own (sized to the
-            # run's concurrency): waiting for a connection from it is a queue, not a fault.
-            timeout=httpx.Timeout(
-                settings.timeout, read=None if self.paced else settings.timeout, pool=None
-            ),
-            max_retries=settings.retries,
-            http_client=http_client,
-        )
+        self.retries = settings.retries
+        self.connections = max(connections, 1)
+        self.headers = {
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+            "Authorization": f"Bearer {settings.api_key.get_secret_value() or 'EMPTY'}",
+            "Content-Type": "application/json",
+        }
+        self._session: aiohttp.ClientSession | None = None
+        self.paced = True
+        """Whether the no-progress timeout is in place (else: a plain read timeout, which also
+        ends a request that waits in the server's queue); known once the pool is made."""
+
+    def _pool(self) -> aiohttp.ClientSession:
+        """Made on first use: aiohttp binds its pool to the running event loop."""
+        if self._session is None:
+            connector, self.paced = paced_connector(self.connections, self.timeout)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,  # `read_capped` decodes, within the size cap
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=self.timeout, sock_read=self.timeout
+                ),
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
 
     async def aclose(self) -> None:
-        await self.client.close()
+        if self._session is not None:
+            await self._session.close()
 
     async def list_models(self) -> list[str]:
         """Ask the server once which models it serves; tells apart 'unreachable' from the rest."""
@@ -103,13 +123,14 @@ class OpenAIChatModel:
         The whole listing, retries and backoff included, must end within `server.timeout`: it
         runs before any job (outside `runner.job_timeout`), and a server answers it at once,
         however busy its queue. Raises `ModelError`: `server_unreachable` when the server cannot
-        be reached, does not finish in time or answers an HTTP error (the `openai` error is the
-        `__cause__`), `model_error` for a body that is too large or of the wrong shape.
+        be reached, does not finish in time or answers an HTTP error (`NoReply`, `TimeoutError`
+        or `StatusError` is the `__cause__`), `model_error` for a body that is too large or of
+        the wrong shape.
         """
         url = self.base_url
         try:
             with anyio.fail_after(self.timeout):
-                data = await self._get_json("/models")
+                data = _parse_json(await self.request("GET", "/models"))
         except TimeoutError as exc:
             raise ModelError(
                 f"cannot reach the model server at {url}: GET /models did not complete within "
@@ -117,19 +138,19 @@ class OpenAIChatModel:
                 f"{SERVER_DOCS}",
                 ErrorCode.SERVER_UNREACHABLE,
             ) from exc
-        except openai.APIConnectionError as exc:  # APITimeoutError is one
+        except NoReply as exc:
             raise ModelError(
-                f"cannot reach the model server at {url} ({_no_reply(exc)}). Start one, or "
-                f"point Remora at one with --base-url or server.base_url; see {SERVER_DOCS}",
+                f"cannot reach the model server at {url} ({exc}). Start one, or point Remora "
+                f"at one with --base-url or server.base_url; see {SERVER_DOCS}",
                 ErrorCode.SERVER_UNREACHABLE,
             ) from exc
-        except openai.APIStatusError as exc:
+        except StatusError as exc:
             raise ModelError(
                 f"the model server at {url} answered GET /models with HTTP "
                 f"{exc.status_code}: {error_text(exc)}; see {SERVER_DOCS}",
                 ErrorCode.SERVER_UNREACHABLE,
             ) from exc
-        except (ReplyRefused, MalformedReply, openai.APIError) as exc:
+        except (ReplyRefused, MalformedReply) as exc:
             raise ModelError(f"unusable reply from {url} to GET /models: {exc}") from exc
         try:
             return parse_model_list(data)
@@ -156,24 +177,48 @@ class OpenAIChatModel:
         reply as plain JSON, or `ModelError` (`model_error`) saying what went wrong."""
         url = self.base_url
         try:
-            # Posted as it is: the messages and schemas are plain JSON already, and the SDK's
-            # per-request transform of typed params cost a quarter of the client's CPU. Its
-            # retries, timeouts and errors still apply.
-            response = await self.client.post(path, body=body, cast_to=httpx.Response)
-        except openai.APIConnectionError as exc:  # APITimeoutError is one
-            raise ModelError(f"no reply from {url}: {_no_reply(exc)}") from exc
-        except openai.APIStatusError as exc:
+            content = await self.request("POST", path, json.dumps(body).encode())
+            return _parse_json(content)
+        except NoReply as exc:
+            raise ModelError(f"no reply from {url}: {exc}") from exc
+        except StatusError as exc:
             raise ModelError(f"{url} answered HTTP {exc.status_code}: {error_text(exc)}") from exc
-        except (ReplyRefused, openai.APIError) as exc:
+        except (ReplyRefused, MalformedReply) as exc:
             raise ModelError(f"unusable reply from {url}: {exc}") from exc
-        return _json_body(response, url)
 
-    async def _get_json(self, path: str) -> object:
-        response = await self.client.get(path, cast_to=httpx.Response)
+    async def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
+        """The body of a successful reply, after up to `server.retries` more tries; else
+        `NoReply`, `StatusError` (the last try's) or `ReplyRefused`."""
+        for attempt in range(self.retries + 1):
+            try:
+                return await self._once(method, path, body)
+            except (NoReply, StatusError) as exc:
+                if attempt == self.retries or not _should_retry(exc):
+                    raise
+                await anyio.sleep(_retry_delay(exc, attempt))
+        raise AssertionError("unreachable")
+
+    async def _once(self, method: str, path: str, body: bytes | None) -> bytes:
         try:
-            return json.loads(response.content)
-        except (ValueError, RecursionError) as exc:
-            raise MalformedReply(f"not JSON: {response.content[:120]!r}") from exc
+            async with self._pool().request(
+                method, self.base_url + path, data=body, headers=self.headers
+            ) as response:
+                content = await read_capped(response, self.max_reply_mb * MIB)
+                if response.status >= 400:
+                    raise StatusError(response.status, content, dict(response.headers))
+                return content
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise NoReply("Request timed out. (timed out connecting (server.timeout))") from exc
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise NoReply(_words("Request timed out.", str(exc))) from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            raise NoReply(_words("Connection error.", str(exc))) from exc
+        except aiohttp.ClientResponseError as exc:  # a reply aiohttp could not parse
+            raise NoReply(_words("Connection error.", exc.message)) from exc
+
+
+def _words(what: str, detail: str) -> str:
+    return f"{what} ({detail})" if detail else what
 
 
 def chat_body(request: ChatRequest) -> dict[str, Any]:
@@ -210,38 +255,55 @@ def completion_body(model: str, request: CompletionRequest) -> dict[str, Any]:
     return body
 
 
-def _json_body(response: httpx.Response, url: str) -> object:
+def _parse_json(content: bytes) -> object:
     try:
-        return json.loads(response.content)
+        return json.loads(content)
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
-        raise ModelError(
-            f"unusable reply from {url}: not JSON: {response.content[:120]!r}"
-        ) from exc
+        raise MalformedReply(f"not JSON: {content[:120]!r}") from exc
 
 
-def _no_reply(exc: openai.APIConnectionError) -> str:
-    """The OpenAI error's words, and what lay under them where they say more."""
-    cause = exc.__cause__
-    detail = str(cause) if cause is not None else ""
-    if isinstance(cause, httpx.ConnectTimeout):
-        detail = "timed out connecting (server.timeout)"
-    elif isinstance(cause, httpx.WriteTimeout):
-        detail = "timed out sending the request (server.timeout)"
-    text = str(exc)
-    return f"{text} ({detail})" if detail and detail not in text else text
+def _should_retry(error: NoReply | StatusError) -> bool:
+    if isinstance(error, NoReply):
+        return True
+    should = error.headers.get("x-should-retry", error.headers.get("X-Should-Retry", ""))
+    if should.lower() in ("true", "false"):
+        return should.lower() == "true"
+    return error.status_code in _RETRIED_STATUS or error.status_code >= 500
 
 
-def error_text(exc: openai.APIStatusError) -> str:
-    """The server's own message from an error reply, else the client's."""
-    body = exc.body
+def _retry_delay(error: NoReply | StatusError, attempt: int) -> float:
+    """The server's Retry-After (or retry-after-ms) where it gives a usable one, else
+    exponential backoff with jitter."""
+    if isinstance(error, StatusError):
+        headers = {key.lower(): value for key, value in error.headers.items()}
+        wait: float | None = None
+        try:
+            if "retry-after-ms" in headers:
+                wait = float(headers["retry-after-ms"]) / 1000
+            elif "retry-after" in headers:
+                value = headers["retry-after"]
+                try:
+                    wait = float(value)
+                except ValueError:
+                    wait = parsedate_to_datetime(value).timestamp() - time.time()
+        except (ValueError, TypeError, OverflowError):
+            wait = None
+        if wait is not None and 0 <= wait <= _MAX_RETRY_AFTER_S:
+            return wait
+    return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+def error_text(exc: StatusError) -> str:
+    """The server's own message from an error reply, else its status line's words."""
+    try:
+        body = json.loads(exc.body)
+    except (ValueError, RecursionError):
+        body = None
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and "message" in inner:
             return str(inner["message"])[:500]
-    return str(exc.message)[:500]
-
-
-# --------------------------------------------------------------------------- reading replies
-
-
-# --------------------------------------------------------------------------- pacing
+        if isinstance(inner, str):
+            return inner[:500]
+    text = exc.body.decode("utf-8", "replace").strip()
+    return text[:500] if text else f"HTTP {exc.status_code}"

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import anyio
-import openai
 
+from remora.models.openai_client import NoReply, StatusError
 from remora.protocol.completion import Completion, CompletionModel, CompletionRequest
 from remora.protocol.messages import ChatModel, ChatRequest, Message, ModelError, ModelReply
 from remora.results import ErrorCode
@@ -84,12 +84,12 @@ def is_connection_error(error: ModelError) -> bool:
     """Whether the replica gave no answer at all: refused or dropped connection, or a
     no-progress timeout (no connection, or a reply that stalled after it started).
 
-    `OpenAIChatModel` raises these (after its own retries) from `openai.APIConnectionError`
-    (`APITimeoutError` is a subclass) with a message starting "no reply from"; a router raises
+    `OpenAIChatModel` raises these (after its own retries) from its `NoReply`, with a message
+    starting "no reply from"; a router raises
     the same message when all its replicas failed, so routers nest. HTTP errors the server
     answered ("URL answered HTTP 503: ...") and unusable bodies are not connection errors.
     """
-    if isinstance(error.__cause__, openai.APIConnectionError):
+    if isinstance(error.__cause__, NoReply):
         return True
     return error.code is ErrorCode.MODEL_ERROR and error.message.startswith(_CONNECTION_MESSAGE)
 
@@ -365,7 +365,7 @@ class ReplicaRouter:
 def _client_error(error: ModelError) -> bool:
     """An HTTP 4xx the server answered: asking again will not help."""
     cause = error.__cause__
-    return isinstance(cause, openai.APIStatusError) and 400 <= cause.status_code < 500
+    return isinstance(cause, StatusError) and 400 <= cause.status_code < 500
 
 
 def _affinity_keys(model: str, messages: list[Message]) -> tuple[bytes, bytes]:

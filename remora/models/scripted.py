@@ -1,7 +1,8 @@
 """A real OpenAI-compatible chat-completions server that replies from a script or a rule.
 
-Tests and benchmarks point the ordinary OpenAI client at it instead of mocking the client,
-so the whole HTTP path (serialisation, status codes, retries, keep-alive) is exercised.
+Tests and benchmarks point Remora's own client (and, in its fidelity tests, the OpenAI SDK)
+at it instead of mocking a client, so the whole HTTP path (serialisation, status codes,
+retries, keep-alive) is exercised.
 
 Run as a process with ``python -m remora.models.scripted``; it serves the
 :class:`CallEveryTool` rule and prints ``base_url=...`` once listening.
@@ -76,21 +77,10 @@ SCRIPT_EXHAUSTED = "scripted model: script exhausted"
 _RECEIVE_SIZE = 65536
 
 
-# --------------------------------------------------------------------------- replies
-
-
-# --------------------------------------------------------------------------- rules
-
-
-# --------------------------------------------------------------------------- server
-
-
 class ScriptedModelServer:
-    """OpenAI-compatible chat-completions server answering from ``script`` or ``rule``.
-
-    Use ``with ScriptedModelServer(...) as server:`` to run it on a background thread, or
-    ``await task_group.start(server.serve)`` to run it in the current event loop.
-    """
+    """OpenAI-compatible chat-completions server answering from ``script`` or ``rule``. Use
+    ``with ScriptedModelServer(...) as server:`` to run it on a background thread, or
+    ``await task_group.start(server.serve)`` to run it in the current event loop."""
 
     def __init__(
         self,
@@ -261,6 +251,8 @@ class ScriptedModelServer:
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
             return await self.answer_chat(body)
         if method == "POST" and path in ("/v1/completions", "/completions"):
+            with self._counted():  # as for chat: a model takes time for every request
+                await anyio.sleep(self.latency)
             return self.answer_completion(body)
         if method == "GET" and path in ("/v1/models", "/models"):
             self.model_list_requests += 1
@@ -319,25 +311,31 @@ class ScriptedModelServer:
             return _error_response(400, "scripted model: streaming is not supported")
 
         self.requests.append(body)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            # The script is consumed on arrival so that request n always gets item n.
-            reply = self._next_script_item() if self._script is not None else None
-            if self.latency > 0:
+            with self._counted():
+                # The script is consumed on arrival so that request n always gets item n.
+                reply = self._next_script_item() if self._script is not None else None
                 await anyio.sleep(self.latency)
-            if self._rule is not None:
-                reply = _check_reply(await self._apply_rule(self._rule, body), "rule result")
-            if isinstance(reply, DelayedReply):
-                await anyio.sleep(reply.seconds)
-                reply = reply.reply
+                if self._rule is not None:
+                    reply = _check_reply(await self._apply_rule(self._rule, body), "rule result")
+                if isinstance(reply, DelayedReply):
+                    await anyio.sleep(reply.seconds)
+                    reply = reply.reply
         except Exception as exc:
             return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
-        finally:
-            self.in_flight -= 1
         if reply is None:
             return _error_response(500, SCRIPT_EXHAUSTED)
         return self._render(body, reply)
+
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
+        """A request in flight (chat or completion), for `in_flight` and `max_in_flight`."""
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
 
     def _next_script_item(self) -> Reply | None:
         assert self._script is not None

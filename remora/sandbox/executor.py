@@ -47,9 +47,21 @@ class ToolOutcome(BaseModel):
         return json.dumps(self.value, default=str)
 
 
+MAX_POOL = 64
+"""Most Monty workers a pool sized to the concurrency grows to (`pool_size`)."""
+
+
+def pool_size(concurrency: int) -> int:
+    """One worker per job in flight, up to `MAX_POOL`."""
+    return max(1, min(concurrency, MAX_POOL))
+
+
 class ToolSandbox:
     """One pool of Monty workers shared by every job. Each tool call gets a fresh checkout, so
-    no state leaks between calls or jobs, and no worker is held while a job waits on the model.
+    no state leaks between calls or jobs, and no worker is held while a job waits for its next
+    turn. A tool call holds its worker while its host functions wait (a command, a completion
+    from the model), so the pool grows on demand to `max_workers` (about 8 MB each): sized to
+    the jobs in flight, tool calls never queue behind others' waits.
     """
 
     def __init__(self, max_workers: int | None = None) -> None:

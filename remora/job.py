@@ -1,0 +1,72 @@
+"""One job: an agent on a node, run in its own workspace; what the orchestrator and the
+worker processes both run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from remora.agents.definition import Agent
+from remora.config import RemoraSettings
+from remora.discovery.nodes import Node
+from remora.events import JobEvents
+from remora.protocol.messages import ChatModel
+from remora.protocol.profiles import resolve_profile
+from remora.results import ErrorCode, JobError, JobResult, JobStatus
+from remora.runner import FunctionGemmaRunner
+from remora.sandbox.commands import CommandRunner
+from remora.sandbox.executor import ToolSandbox
+from remora.workspace import Workspace
+
+Job = tuple[Agent, Node]
+
+
+def job_id(agent: Agent, node: Node) -> str:
+    return f"{agent.name}:{node.id}"
+
+
+async def run_job(
+    agent: Agent,
+    node: Node,
+    *,
+    model: ChatModel,
+    sandbox: ToolSandbox,
+    commands: CommandRunner,
+    settings: RemoraSettings,
+    root: Path,
+    keep_workspaces: bool,
+    events: JobEvents,
+) -> JobResult:
+    """One job in its own workspace, in this process or a worker's; a crash is its result."""
+    events.emit("job_started")
+    profile = resolve_profile(settings.runner.model_profile, settings.server.model, agent.model)
+    workspace = Workspace(root, keep=keep_workspaces, copy_project=commands.confinement is None)
+    runner = FunctionGemmaRunner(
+        agent,
+        node,
+        model=model,
+        sandbox=sandbox,
+        commands=commands,
+        workspace=workspace,
+        profile=profile,
+        settings=settings.runner,
+        events=events,
+    )
+    try:
+        result = await runner.run()
+    except Exception as exc:  # a bug in one job must not take the run down
+        result = crashed(agent, node, exc, turns=runner.turns)
+    finally:
+        workspace.close()
+    if workspace.kept_directory is not None:
+        result.workspace = str(workspace.kept_directory)
+    return result
+
+
+def crashed(agent: Agent, node: Node, exc: BaseException, *, turns: int = 0) -> JobResult:
+    return JobResult(
+        node=node,
+        agent=agent.name,
+        status=JobStatus.ERROR,
+        turns=turns,
+        error=JobError(code=ErrorCode.INTERNAL, message=f"{type(exc).__name__}: {exc}"),
+    )
