@@ -325,10 +325,16 @@ class ModelServer:
     `rule` (CallEveryTool by default) after `latency` seconds, and a stats endpoint."""
 
     def __init__(
-        self, latency: float, *, rule: str = "call-every-tool", start_timeout: float = 60.0
+        self,
+        latency: float,
+        *,
+        rule: str = "call-every-tool",
+        capacity: int | None = None,
+        start_timeout: float = 60.0,
     ) -> None:
         self.latency = latency
         self.rule = rule
+        self.capacity = capacity
         self.start_timeout = start_timeout
         self.base_url = ""
         self.stats_url = ""
@@ -340,6 +346,7 @@ class ModelServer:
             PYTHON,
             str(BENCH / "scripted_server.py"),
             *("--latency", str(self.latency), "--rule", self.rule),
+            *(("--capacity", str(self.capacity)) if self.capacity else ()),
         ]
         self._process = subprocess.Popen(
             command,

@@ -62,7 +62,9 @@ def make_projects(work: Path, sizes: list[int], server: ModelServer) -> dict[int
     raise BenchError("; ".join(errors))
 
 
-def measure(project: Path, server: ModelServer, jobs: int, concurrency: int) -> dict[str, Any]:
+def measure(
+    project: Path, server: ModelServer, jobs: int, concurrency: int, extra: list[str]
+) -> dict[str, Any]:
     server.reset()
     run = run_analyze(
         project,
@@ -70,6 +72,7 @@ def measure(project: Path, server: ModelServer, jobs: int, concurrency: int) -> 
         concurrency=concurrency,
         timeout=900,
         sample_interval=0.25,
+        extra_args=extra,
     )
     stats = server.stats()
     run.check(jobs=jobs, turns=AGENT.turns)
@@ -105,6 +108,7 @@ def main() -> None:
     common_arguments(parser)
     parser.add_argument("--jobs", type=int, help="jobs in the large run (default 2000)")
     parser.add_argument("--concurrency", type=int, default=64, help="C (default 64)")
+    parser.add_argument("--remora-args", default="", help="extra `remora analyze` arguments")
     args = parser.parse_args()
     large = args.jobs or (20 if args.quick else 2000)
     small = max(1, large // 10) if not args.quick else 10
@@ -115,7 +119,9 @@ def main() -> None:
         with workdir("client") as work, ModelServer(0.0) as server:
             projects = make_projects(work, [small, large], server)
             runs = {
-                size: measure(projects[size], server, size, args.concurrency)
+                size: measure(
+                    projects[size], server, size, args.concurrency, args.remora_args.split()
+                )
                 for size in (small, large)
             }
     except BenchError as exc:

@@ -22,6 +22,7 @@ import argparse
 import pstats
 import sys
 import time
+from collections.abc import Sequence
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,21 @@ def prepare(work: Path, jobs: int, server: ModelServer, agents: list[AgentSpec])
 
 
 def measure(
-    project: Path, server: ModelServer, jobs: int, concurrency: int, timeout: float
+    project: Path,
+    server: ModelServer,
+    jobs: int,
+    concurrency: int,
+    timeout: float,
+    extra: Sequence[str] = (),
 ) -> dict[str, Any]:
     server.reset()
-    run = run_analyze(project, base_url=server.base_url, concurrency=concurrency, timeout=timeout)
+    run = run_analyze(
+        project,
+        base_url=server.base_url,
+        concurrency=concurrency,
+        timeout=timeout,
+        extra_args=extra,
+    )
     stats = server.stats()
     run.check(jobs=jobs, turns=AGENT.turns)
     if stats["chat_requests"] != jobs * AGENT.turns or stats["first_request_at"] is None:
@@ -144,6 +156,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", help="C values (16 64 256)")
     parser.add_argument("--latency-ms", type=float, nargs="+", help="L values (50 200)")
     parser.add_argument("--budget", type=float, default=1500, help="seconds for the whole run")
+    parser.add_argument("--remora-args", default="", help="extra `remora analyze` arguments")
     parser.add_argument(
         "--profile",
         type=int,
@@ -178,7 +191,14 @@ def main() -> None:
                             report.verdict(f"efficiency {label}", None, "skipped: out of budget")
                             continue
                         try:
-                            result = measure(project, server, jobs, concurrency, timeout)
+                            result = measure(
+                                project,
+                                server,
+                                jobs,
+                                concurrency,
+                                timeout,
+                                args.remora_args.split(),
+                            )
                         except BenchError as exc:
                             runs.append(
                                 {

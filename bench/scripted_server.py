@@ -5,7 +5,9 @@ CallEveryTool rule and a fixed latency, in a process of its own, plus a stats en
     base_url=http://127.0.0.1:PORT/v1
     stats_url=http://127.0.0.1:PORT2/stats
 
-`--rule call-every-tool` (the default) calls every offered tool, then submit_result;
+`--capacity K` answers K requests at once (a server's batch); the others queue, and their time
+in the queue is reported (`queued_s`). `--rule call-every-tool` (the default) calls every
+offered tool, then submit_result;
 `--rule bundled` plays a sensible model for the bundled lint and docstring agents (fix each
 rule ruff lists as fixable; write the docstring inspect_docstring asks for; continue prompts
 as a base model would). Completions wait the latency too.
@@ -92,6 +94,7 @@ class Counters:
         self.last_call: float | None = None
         self.cpu_at_reset = cpu_s()
         self.connections_at_reset = self.server.connections if self.server else 0
+        self.queued_at_reset = self.server.queued_s if self.server else 0.0
         if self.server is not None:
             self.server.max_in_flight = self.server.in_flight
 
@@ -130,6 +133,7 @@ class Counters:
             "first_request_at": first,
             "last_reply_at": self.last_call,
             "cpu_s": cpu_s() - self.cpu_at_reset,
+            "queued_s": server.queued_s - self.queued_at_reset,
             "now": time.monotonic(),
         }
 
@@ -164,6 +168,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
     parser.add_argument("--rule", choices=["call-every-tool", "bundled"], default="call-every-tool")
+    parser.add_argument(
+        "--capacity", type=int, help="requests answered at once (a server's batch); others queue"
+    )
     args = parser.parse_args()
 
     stop = threading.Event()

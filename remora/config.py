@@ -49,8 +49,8 @@ class ServerSettings(Section):
     model: str = "google/functiongemma-270m-it"
     """Served model name (or LoRA adapter name) used by agents without their own."""
     timeout: float = Field(default=60.0, gt=0)
-    """A no-progress timeout, in seconds: the longest wait to connect, to send the request, and,
-    once the reply has started, between two received bytes. A request the server has accepted
+    """A no-progress timeout, in seconds: the longest wait to connect and, once the reply has
+    started, between two received bytes. A request the server has accepted
     but not yet started to answer (queued behind others) is not an error: the wait for its
     first byte, and slow but steady progress, are bounded only by `runner.job_timeout`, which
     bounds the whole job. The one request outside a job, the `GET /models` check before any job
@@ -61,6 +61,10 @@ class ServerSettings(Section):
     max_reply_mb: int = Field(default=16, ge=1, le=4096)
     """Largest reply body accepted, in MiB after decompression (chat replies, error bodies and
     the model listing); a larger reply fails that request with `model_error`."""
+    adaptive_concurrency: bool = True
+    """Fewer requests in flight than `concurrency` while the server's replies show a queue (its
+    shortest replies slow down), so requests are not sent only to wait (docs/SCALING.md);
+    false: always `concurrency` at once."""
 
     @property
     def base_urls(self) -> list[str]:

@@ -12,13 +12,16 @@ from typing import Any
 
 from remora.errors import ExitCode
 
-
-class Terminated(KeyboardInterrupt):
-    """Raised by SIGTERM."""
+_terminated = threading.Event()
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated()
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM becomes what Ctrl-C is: while an event loop runs, asyncio's runner takes SIGINT
+    by cancelling the main task, so the run unwinds through its `finally` clauses (raising in
+    whatever frame the signal landed in could break the loop's own state and hang it); outside
+    one, SIGINT raises KeyboardInterrupt at once. `exit_code` then says 143, not 130."""
+    _terminated.set()
+    signal.raise_signal(signal.SIGINT)
 
 
 @contextmanager
@@ -26,12 +29,18 @@ def terminate_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _raise_terminated)
+    _terminated.clear()
+    previous: Callable[..., Any] | int | None = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
+def terminated(interrupt: KeyboardInterrupt) -> bool:
+    """Whether the interrupt came from SIGTERM."""
+    return _terminated.is_set()
+
+
 def exit_code(interrupt: KeyboardInterrupt) -> int:
-    return ExitCode.TERMINATED if isinstance(interrupt, Terminated) else ExitCode.INTERRUPTED
+    return ExitCode.TERMINATED if terminated(interrupt) else ExitCode.INTERRUPTED

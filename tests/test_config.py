@@ -71,8 +71,8 @@ def test_errors_name_file_line_key_and_allowed_values(
         load_settings(cli={"runner": {"max_turns": 0}})
     message = str(caught.value)
     assert (
-        f"{config}:3: server.timout: unknown key; allowed keys: api_key, base_url, "
-        "max_reply_mb, model, retries, timeout" in message
+        f"{config}:3: server.timout: unknown key; allowed keys: adaptive_concurrency, api_key, "
+        "base_url, max_reply_mb, model, retries, timeout" in message
     )
     assert (
         f"{config}:5: runner.model_profile: Input should be 'auto', 'functiongemma', "

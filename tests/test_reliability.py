@@ -334,18 +334,27 @@ def test_a_definition_with_two_submit_result_keys_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("signum", "expected", "delay"),
+    ("signum", "expected", "delay", "workers"),
     [
-        (signal.SIGINT, 130, 0.3),
-        (signal.SIGTERM, 143, 0.3),
-        (signal.SIGTERM, 143, 1.2),
-        (signal.SIGINT, 130, 2.0),
+        (signal.SIGINT, 130, 0.3, 1),
+        (signal.SIGTERM, 143, 0.3, 1),
+        (signal.SIGTERM, 143, 1.2, 1),
+        (signal.SIGINT, 130, 2.0, 1),
+        (signal.SIGTERM, 143, 1.5, 2),
+        (signal.SIGINT, 130, 2.0, 2),
     ],
 )
 def test_signals_leave_files_whole_and_nothing_behind(
-    signum: int, expected: int, delay: float, project: Path, probe_config: Path, tmp_path: Path
+    signum: int,
+    expected: int,
+    delay: float,
+    workers: int,
+    project: Path,
+    probe_config: Path,
+    tmp_path: Path,
 ) -> None:
-    """Signals land at different points of a --fix run; every file ends whole."""
+    """Signals land at different points of a --fix run, in one process or with worker
+    processes; every file ends whole, and no workspace or process is left."""
     originals = {}
     for i in range(6):
         path = project / "pkg" / f"m{i}.py"
@@ -371,15 +380,22 @@ def test_signals_leave_files_whole_and_nothing_behind(
                 "--no-cache",
                 "--concurrency",
                 "2",
+                "--workers",
+                str(workers),
             ],
             cwd=project,
             env={**os.environ, "REMORA_SERVER__BASE_URL": server.base_url, "TMPDIR": str(scratch)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
         time.sleep(delay)
-        process.send_signal(signum)
+        # As a terminal sends Ctrl-C: to the whole process group; SIGTERM to the process only.
+        if signum == signal.SIGINT:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
         _, err = process.communicate(timeout=30)
     assert process.returncode in (expected, 0, 1), err
     assert "Traceback" not in err
@@ -389,12 +405,30 @@ def test_signals_leave_files_whole_and_nothing_behind(
     assert not list(project.rglob(".*.tmp"))
     leftover = subprocess.run(["pgrep", "-f", str(scratch)], capture_output=True, text=True)
     assert leftover.stdout == ""
+    assert not outliving(process.pid)  # no process of the run, worker processes included
+
+
+def outliving(group: int, wait: float = 3.0) -> str:
+    """Processes of the process group `group`, or worker processes, still there after `wait`
+    seconds (a process that just exited may linger a moment as a zombie until it is reaped)."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = subprocess.run(["pgrep", "-a", "-g", str(group)], capture_output=True, text=True)
+        workers = subprocess.run(
+            ["pgrep", "-a", "-f", "remora.workers.child"], capture_output=True, text=True
+        )
+        found = left.stdout + workers.stdout
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 # --- many jobs against a faulty server -----------------------------------------------------
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_hundreds_of_jobs_against_a_faulty_server_all_end_and_add_up(
+    workers: str,
     project: Path,
     probe_config: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -426,6 +460,8 @@ def test_hundreds_of_jobs_against_a_faulty_server_all_end_and_add_up(
             "server.retries=1",
             "-c",
             "server.timeout=1",
+            "--workers",
+            workers,
         )
     summary = report["summary"]
     assert summary["jobs"] == len(report["results"]) == jobs

@@ -25,6 +25,7 @@ from remora.config_loading import LoadedSettings
 from remora.errors import RunFailed, UserInputError
 from remora.events import NO_EVENTS, Events
 from remora.job import Job, job_id
+from remora.models.adaptive import adapted
 from remora.orchestrator import emit_finished, run_jobs
 from remora.protocol.messages import ChatModel, ModelError
 from remora.results import JobResult, JobStatus, RunSummary
@@ -108,7 +109,11 @@ async def analyze(
     async def model() -> AsyncIterator[ChatModel]:
         async with open_model(choice, agents, say=hooks.say, warn=hooks.warn) as opened:
             hooks.started(len(runnable) - cached)
-            yield opened
+            if choice.local is not None:  # the embedded engine schedules its own requests
+                yield opened
+                return
+            async with adapted(opened, run_settings) as steered:
+                yield steered
 
     def finished(result: JobResult) -> None:
         filters.apply(result)

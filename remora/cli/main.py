@@ -10,7 +10,7 @@ from remora import __version__
 from remora.cli import analyze, dashboard, models, project, server, tool, watch
 from remora.cli.console import fail, stderr
 from remora.errors import RunFailed, UserInputError
-from remora.signals import Terminated, exit_code, terminate_as_interrupt
+from remora.signals import exit_code, terminate_as_interrupt, terminated
 
 COMMANDS = (
     analyze.add_parser,
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (UserInputError, RunFailed) as exc:
             return fail(str(exc))
         except KeyboardInterrupt as interrupt:
-            what = "terminated" if isinstance(interrupt, Terminated) else "interrupted"
+            what = "terminated" if terminated(interrupt) else "interrupted"
             stderr.print(f"remora: {what}; no report written")
             return exit_code(interrupt)
         except Exception as exc:  # a bug or an unforeseen OS error: 2, never 1 ("findings")

@@ -27,6 +27,7 @@ from anyio.abc import ByteStream, SocketAttribute, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from remora.models.scripted_replies import (
+    DEFAULT_MODEL,
     CallEveryTool,
     DelayedReply,
     HttpErrorReply,
@@ -42,7 +43,10 @@ from remora.models.scripted_replies import (
     _phrase,
     _Response,
     arguments_from_schema,
+    completion_response,
     http_error,
+    metrics_response,
+    models_response,
     raw,
     text,
     tool_call,
@@ -50,6 +54,7 @@ from remora.models.scripted_replies import (
 )
 
 __all__ = [
+    "DEFAULT_MODEL",
     "CallEveryTool",
     "HttpErrorReply",
     "RawReply",
@@ -69,8 +74,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "google/functiongemma-270m-it"
-"""Served by default, so Remora's default server.model works against the scripted server."""
 DEFAULT_COMPLETION = "A scripted completion."
 """What /v1/completions answers when a test gives no `completion` function."""
 SCRIPT_EXHAUSTED = "scripted model: script exhausted"
@@ -90,16 +93,20 @@ class ScriptedModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         latency: float = 0.0,
+        capacity: int | None = None,
         models: Sequence[str] = (DEFAULT_MODEL,),
         completion: Callable[[dict[str, Any]], str] | None = None,
     ) -> None:
+        """`capacity`: requests answered at once (a server's batch); the rest queue, and their
+        time in the queue adds up in `queued_s`. None: no limit."""
         if (script is None) == (rule is None):
             raise ValueError("give exactly one of script= or rule=")
         self._script: Iterator[Reply] | None = iter(script) if script is not None else None
         self._rule = rule
         self.host = host
         self.port = port
-        self.latency = latency
+        self.latency, self.capacity, self.queued_s = latency, capacity, 0.0
+        self._slots: anyio.CapacityLimiter | None = None
         self.models = list(models) or [DEFAULT_MODEL]
         self.requests: list[dict[str, Any]] = []
         self.completion = completion or (lambda body: DEFAULT_COMPLETION)
@@ -252,15 +259,13 @@ class ScriptedModelServer:
             return await self.answer_chat(body)
         if method == "POST" and path in ("/v1/completions", "/completions"):
             with self._counted():  # as for chat: a model takes time for every request
-                await anyio.sleep(self.latency)
+                await self._model_time()
             return self.answer_completion(body)
+        if method == "GET" and path == "/metrics":  # vLLM's, at the root: what queues
+            return metrics_response(self.in_flight - self.running, self.running)
         if method == "GET" and path in ("/v1/models", "/models"):
             self.model_list_requests += 1
-            data = [
-                {"id": m, "object": "model", "created": 0, "owned_by": "remora-scripted"}
-                for m in self.models
-            ]
-            return _json_response(200, {"object": "list", "data": data})
+            return models_response(self.models)
         return _error_response(404, f"no route for {method} {path or '/'}")
 
     # -- text completions
@@ -278,24 +283,7 @@ class ScriptedModelServer:
             text = self.completion(body)
         except Exception as exc:
             return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
-        # As a server does (the client cuts again: remora.protocol.completion.cut_at_stop); this
-        # module imports nothing of Remora's, so the three lines stand here too.
-        stops = [stop for stop in body.get("stop") or [] if isinstance(stop, str) and stop]
-        cuts = [at for at in (text.find(stop) for stop in stops) if at != -1]
-        text = text[: min(cuts)] if cuts else text
-        payload = {
-            "id": f"cmpl-{next(self._completion_ids)}",
-            "object": "text_completion",
-            "created": 0,
-            "model": body.get("model", DEFAULT_MODEL),
-            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
-            "usage": {
-                "prompt_tokens": len(body["prompt"]) // 4,
-                "completion_tokens": len(text) // 4 + 1,
-                "total_tokens": len(body["prompt"]) // 4 + len(text) // 4 + 1,
-            },
-        }
-        return _json_response(200, payload)
+        return completion_response(body, text, f"cmpl-{next(self._completion_ids)}")
 
     # -- chat completions
 
@@ -315,7 +303,7 @@ class ScriptedModelServer:
             with self._counted():
                 # The script is consumed on arrival so that request n always gets item n.
                 reply = self._next_script_item() if self._script is not None else None
-                await anyio.sleep(self.latency)
+                await self._model_time()
                 if self._rule is not None:
                     reply = _check_reply(await self._apply_rule(self._rule, body), "rule result")
                 if isinstance(reply, DelayedReply):
@@ -326,6 +314,20 @@ class ScriptedModelServer:
         if reply is None:
             return _error_response(500, SCRIPT_EXHAUSTED)
         return self._render(body, reply)
+
+    async def _model_time(self) -> None:
+        if self.capacity is None:
+            return await anyio.sleep(self.latency)
+        self._slots = self._slots or anyio.CapacityLimiter(self.capacity)
+        arrived = time.monotonic()
+        async with self._slots:
+            self.queued_s += time.monotonic() - arrived
+            await anyio.sleep(self.latency)
+
+    @property
+    def running(self) -> int:
+        """Requests being answered (the rest of `in_flight` waits for a slot)."""
+        return self.in_flight if self._slots is None else int(self._slots.borrowed_tokens)
 
     @contextlib.contextmanager
     def _counted(self) -> Iterator[None]:

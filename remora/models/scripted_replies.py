@@ -23,6 +23,10 @@ JSON: TypeAlias = Any
 Headers: TypeAlias = tuple[tuple[str, str], ...]
 
 
+DEFAULT_MODEL = "google/functiongemma-270m-it"
+"""Served by default, so Remora's default server.model works against the scripted server."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One function call; ``arguments`` is the JSON string sent on the wire, verbatim."""
@@ -312,3 +316,46 @@ def _error_response(status: int, message: str, headers: Headers = ()) -> _Respon
     return _Response(
         status, _error_body(status, message), [("Content-Type", "application/json"), *headers]
     )
+
+
+def completion_response(body: dict[str, Any], text: str, completion_id: str) -> _Response:
+    """A text_completion reply continuing `body["prompt"]` with `text`, cut at the first of
+    `body["stop"]` as a server does (the client cuts again:
+    remora.protocol.completion.cut_at_stop; this module imports nothing of Remora's)."""
+    stops = [stop for stop in body.get("stop") or [] if isinstance(stop, str) and stop]
+    cuts = [at for at in (text.find(stop) for stop in stops) if at != -1]
+    text = text[: min(cuts)] if cuts else text
+    prompt_tokens, completion_tokens = len(body["prompt"]) // 4, len(text) // 4 + 1
+    payload = {
+        "id": completion_id,
+        "object": "text_completion",
+        "created": 0,
+        "model": body.get("model", DEFAULT_MODEL),
+        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+    return _json_response(200, payload)
+
+
+def metrics_response(waiting: int, running: int) -> _Response:
+    """GET /metrics as vLLM answers it (Prometheus text), with the two gauges of its queue."""
+    labels = f'{{engine="0",model_name="{DEFAULT_MODEL}"}}'
+    body = (
+        "# TYPE vllm:num_requests_running gauge\n"
+        f"vllm:num_requests_running{labels} {float(running)}\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        f"vllm:num_requests_waiting{labels} {float(waiting)}\n"
+    )
+    return _Response(200, body.encode(), [("Content-Type", "text/plain; version=0.0.4")])
+
+
+def models_response(models: list[str]) -> _Response:
+    """GET /v1/models: the served models."""
+    data = [
+        {"id": m, "object": "model", "created": 0, "owned_by": "remora-scripted"} for m in models
+    ]
+    return _json_response(200, {"object": "list", "data": data})

@@ -11,6 +11,7 @@ workspaces are removed as they unwind.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sys
@@ -21,7 +22,9 @@ from anyio.abc import ByteSendStream
 
 from remora.events import Events
 from remora.job import job_id, run_job
+from remora.models.adaptive import adapted
 from remora.models.engine import server_model
+from remora.protocol.messages import ChatModel
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox, pool_size
 from remora.workers.start import WorkerStart
@@ -60,10 +63,12 @@ async def serve(fd: int) -> None:
     if start.events:
         events.listeners.append(lambda record: outbox.put(("event", record)))
     settings = start.settings
-    model = server_model(settings.server, connections=start.share)
+    client = server_model(settings.server, connections=start.share)
     commands = CommandRunner(settings.sandbox.commands)
 
-    async def one(index: int, position: int, node: Any, sandbox: ToolSandbox) -> None:
+    async def one(
+        index: int, position: int, node: Any, sandbox: ToolSandbox, model: ChatModel
+    ) -> None:
         agent = start.agents[position]
         result = await run_job(
             agent,
@@ -89,7 +94,8 @@ async def serve(fd: int) -> None:
             outer.start_soon(stop_on_sigterm, outer.cancel_scope)
             outer.start_soon(outbox.run)
             pool = ToolSandbox(pool_size(start.share))
-            async with pool as sandbox, anyio.create_task_group() as jobs:
+            steered = adapted(client, settings, start.share)
+            async with pool as sandbox, steered as model, anyio.create_task_group() as jobs:
                 while True:
                     try:
                         message = await receive(incoming)
@@ -99,17 +105,26 @@ async def serve(fd: int) -> None:
                     if message[0] == "close":
                         break
                     _, index, position, node = message
-                    jobs.start_soon(one, index, position, node, sandbox)
+                    jobs.start_soon(one, index, position, node, sandbox, model)
             await outbox.flush()
             outer.cancel_scope.cancel()
     finally:
-        await model.aclose()
+        await client.aclose()
         await stream.aclose()
 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    anyio.run(serve, int(sys.argv[1]))
+    code = 0
+    try:
+        anyio.run(serve, int(sys.argv[1]))
+    except BaseException as exc:  # a crash: the parent makes its jobs errors
+        sys.stderr.write(f"remora worker {os.getpid()}: {type(exc).__name__}: {exc}\n")
+        code = 2
+    # As the remora command does (remora.__main__.exit_now): Monty's pool threads may still be
+    # winding down, and interpreter finalisation then aborts the process now and then.
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,9 @@ async def run_in_workers(
                 stdout=subprocess.DEVNULL,
                 stderr=None,
                 pass_fds=[theirs.fileno()],
+                # Ctrl-C reaches the whole terminal's process group; a worker must hear of it
+                # from the parent only (SIGTERM), never half-way through starting.
+                start_new_session=True,
             )
             theirs.close()
             held: dict[int, Job] = {}
