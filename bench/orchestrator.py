@@ -129,14 +129,18 @@ def summarize(
     }
 
 
-def profile_run(project: Path, server: ModelServer, concurrency: int, out: Path) -> str:
-    """Run analyze under cProfile; the top functions by own time, and the profile's path."""
+def profile_run(
+    project: Path, server: ModelServer, concurrency: int, out: Path, extra: Sequence[str] = ()
+) -> str:
+    """Run analyze under cProfile (the parent process only); the top functions by own time,
+    and the profile's path."""
     profile = out.with_suffix(".prof")
     run = run_analyze(
         project,
         base_url=server.base_url,
         concurrency=concurrency,
         timeout=600,
+        extra_args=extra,
         python_args=[str(BENCH / "_cprofile_run.py"), str(profile)],
     )
     if not profile.exists():
@@ -215,7 +219,9 @@ def main() -> None:
                         out = report.results_dir / "orchestrator-profile.txt"
                         report.results_dir.mkdir(parents=True, exist_ok=True)
                         server.reset()
-                        report.data["profile"] = profile_run(project, server, args.profile, out)
+                        report.data["profile"] = profile_run(
+                            project, server, args.profile, out, args.remora_args.split()
+                        )
                         print(f"profile: {out}")
             except BenchError as exc:
                 report.data.setdefault("errors", []).append(str(exc))

@@ -178,7 +178,9 @@ def main() -> None:
         signal.signal(signum, lambda *_: stop.set())
 
     counters = Counters(args.latency, args.rule)
-    server = ScriptedModelServer(rule=counters, latency=args.latency, completion=counters.complete)
+    server = ScriptedModelServer(
+        rule=counters, latency=args.latency, capacity=args.capacity, completion=counters.complete
+    )
     counters.server = server
     stats = ThreadingHTTPServer(("127.0.0.1", 0), stats_handler(counters))
     stats.daemon_threads = True

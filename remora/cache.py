@@ -37,9 +37,9 @@ from pydantic import BaseModel, ValidationError
 
 from remora import __version__
 from remora.agents.definition import Agent
-from remora.atomic import write_bytes_at
 from remora.cache_folder import CACHEDIR_TAG, GITIGNORE, RESULTS
 from remora.cache_rebase import node_text_after, rebased
+from remora.cache_writer import EntryWriter, write_entry
 from remora.config import RemoraSettings
 from remora.discovery.nodes import Node
 from remora.discovery.walk import DEFAULT_EXCLUDES
@@ -110,7 +110,7 @@ class ResultCache:
         self._warn = warn
         self._broken = False
         self.hits = 0
-        self.stores = 0
+        self._writer = EntryWriter()
 
     def prepare(self) -> None:
         """Create the directory, marked as a cache so backup tools and git skip it."""
@@ -118,7 +118,7 @@ class ResultCache:
             (self.directory / RESULTS).mkdir(parents=True, exist_ok=True)
             for name, content in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", GITIGNORE)):
                 if not os.path.lexists(self.directory / name):
-                    _write_entry(self.directory / name, content.encode())
+                    write_entry(self.directory / name, content.encode())
         except OSError as exc:
             self._give_up(exc)
 
@@ -148,6 +148,7 @@ class ResultCache:
         return self.directory / RESULTS / key[:2] / f"{key}.json"
 
     def get(self, agent: Agent, node: Node, root: Path) -> JobResult | None:
+        self.flush()  # an entry stored this run is answered as one from an earlier run
         path = self._path(self.key(agent, node, root))
         raw = _read_entry(path, self.max_bytes)
         if raw is None:
@@ -225,17 +226,25 @@ class ResultCache:
         )
         if not _trusted(cached, agent, result.node):
             return  # it would never be answered from the cache
-        path = self._path(self.key(agent, result.node, root))
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _write_entry(path, cached.model_dump_json().encode())
-        except OSError as exc:
-            self._give_up(exc)
-            return
-        self.stores += 1
+        self._writer.put(
+            self._path(self.key(agent, result.node, root)), cached.model_dump_json().encode()
+        )
+
+    @property
+    def stores(self) -> int:
+        """Entries written this run (once those stored so far are on disk)."""
+        self._writer.flush()
+        return self._writer.written
+
+    def flush(self) -> None:
+        """Wait for the entries stored so far to be on disk; warn once if they cannot be."""
+        self._writer.flush()
+        if self._writer.error is not None:
+            self._give_up(self._writer.error)
 
     def evict(self) -> int:
         """Remove least recently used entries until the cache fits its limit; returns how many."""
+        self.flush()
         entries = []
         try:
             for path in (self.directory / RESULTS).glob("*/*.json"):
@@ -351,15 +360,6 @@ def _read_entry(path: Path, limit: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
-
-
-def _write_entry(path: Path, data: bytes) -> None:
-    """Replace the entry (a symlink in its place is replaced, never followed)."""
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        write_bytes_at(folder, path.name, data, durable=False)
-    finally:
-        os.close(folder)
 
 
 def _config_digest(path: str) -> str | None:

@@ -26,6 +26,8 @@ BENCHMARKS = [
     "memory",
     "cache_second_run",
     "editor",
+    "reference_workload",
+    "adaptive",
 ]
 TIMEOUT_S = 180
 
@@ -171,3 +173,19 @@ def test_editor(finished: dict[str, Finished]) -> None:
     assert results["save_one_changed"]["model_requests"] == 2
     assert results["memory_initialised"]["rss_mb"] > 0
     assert results["exit_code"] == 0
+
+
+def test_reference_workload(finished: dict[str, Finished]) -> None:
+    results = results_of(finished, "reference_workload")
+    assert "error" not in results, results.get("error")
+    (run,) = results["runs"]
+    assert run["chat_requests"] > 0 and run["completion_requests"] > 0
+    assert run["jobs_per_s"] > 0 and run["max_in_flight"] > 0
+
+
+def test_adaptive(finished: dict[str, Finished]) -> None:
+    results = results_of(finished, "adaptive")
+    assert "error" not in results, results.get("error")
+    off, on = results["runs"]
+    assert (off["adaptive"], on["adaptive"]) == (False, True)
+    assert on["turns_per_s"] > 0 and off["mean_queue_wait_s"] >= 0

@@ -14,7 +14,7 @@ import pytest
 
 from remora.cli.main import main
 from remora.models.scripted import Reply, ScriptedModelServer, tool_call, tool_calls
-from remora.workers.pool import AUTO_JOBS_PER_WORKER, worker_count
+from remora.workers.pool import AUTO_JOBS_PER_WORKER, prefetch, worker_count
 
 
 def bundled_agents(body: dict[str, Any]) -> Reply:
@@ -87,9 +87,9 @@ def test_a_worker_that_dies_errors_its_jobs_and_the_others_finish(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Two workers of one job each; the model, when asked about f3, kills one of them (as the
-    OOM killer would). That worker's job is an `internal` error; every other job succeeds on
-    the worker left, and the report adds up."""
+    """Two workers of one job each (and two queued, `prefetch`); the model, when asked about
+    f3, kills one of them (as the OOM killer would). The jobs that worker held are `internal`
+    errors; every other job succeeds on the worker left, and the report adds up."""
     (project / "pkg" / "shout.py").write_text(
         "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(8))
     )
@@ -111,10 +111,11 @@ def test_a_worker_that_dies_errors_its_jobs_and_the_others_finish(
     results = report["results"]
     assert len(results) == report["summary"]["jobs"] == 8
     errors = [result for result in results if result["status"] == "error"]
-    assert len(errors) == 1
-    assert errors[0]["error"]["code"] == "internal_error"
-    assert f"worker process {killed[0]} exited with code -9" in errors[0]["error"]["message"]
-    assert report["summary"]["success"] == 7
+    assert 1 <= len(errors) <= 1 + prefetch(1)
+    for error in errors:
+        assert error["error"]["code"] == "internal_error"
+        assert f"worker process {killed[0]} exited with code -9" in error["error"]["message"]
+    assert report["summary"]["success"] == 8 - len(errors)
     assert code == 2
     assert not child_workers()  # the other worker was closed, not left behind
 

@@ -65,22 +65,24 @@ async def serve(fd: int) -> None:
     settings = start.settings
     client = server_model(settings.server, connections=start.share)
     commands = CommandRunner(settings.sandbox.commands)
+    limiter = anyio.CapacityLimiter(start.share)  # the parent sends a few more, queued here
 
     async def one(
         index: int, position: int, node: Any, sandbox: ToolSandbox, model: ChatModel
     ) -> None:
         agent = start.agents[position]
-        result = await run_job(
-            agent,
-            node,
-            model=model,
-            sandbox=sandbox,
-            commands=commands,
-            settings=settings,
-            root=start.root,
-            keep_workspaces=start.keep_workspaces,
-            events=events.for_job(job_id(agent, node), node.id, agent.name),
-        )
+        async with limiter:
+            result = await run_job(
+                agent,
+                node,
+                model=model,
+                sandbox=sandbox,
+                commands=commands,
+                settings=settings,
+                root=start.root,
+                keep_workspaces=start.keep_workspaces,
+                events=events.for_job(job_id(agent, node), node.id, agent.name),
+            )
         outbox.put(("result", index, result))
 
     async def stop_on_sigterm(scope: anyio.CancelScope) -> None:
