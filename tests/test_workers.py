@@ -124,11 +124,18 @@ def child_workers() -> list[int]:
     """This test process's worker children."""
     found = []
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        for pid in (task / "children").read_text().split():
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"remora.workers.child" in cmdline:
+        for pid in read_proc(task / "children").split():
+            # Threads end and children are reaped while we look: a vanished entry is no worker.
+            if b"remora.workers.child" in read_proc(Path(f"/proc/{pid}/cmdline")).encode():
                 found.append(int(pid))
     return found
+
+
+def read_proc(path: Path) -> str:
+    try:
+        return path.read_bytes().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
 
 
 def test_job_events_from_workers_reach_the_parents_stream(
