@@ -17,6 +17,7 @@ BENCH = Path(__file__).resolve().parent
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 ORDER = [
     "agent_quality",
+    "confidence",
     "orchestrator",
     "client_overhead",
     "reference_workload",
@@ -28,6 +29,7 @@ ORDER = [
 ]
 TITLES = {
     "agent_quality": 'Agent quality with the real model (issue "Agents that do real work...")',
+    "confidence": 'Tool-choice confidence (issue "Streaming replies and tool-choice...")',
     "orchestrator": "Orchestrator efficiency",
     "client_overhead": "Client overhead",
     "reference_workload": "Reference workload (lint + docstring, 43 jobs)",

@@ -81,6 +81,7 @@ def agent_fingerprint(agent: Agent) -> str:
         ],
         "max_turns": agent.max_turns,
         "model": agent.model,
+        "confidence": agent.confidence.model_dump(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -100,7 +101,7 @@ class ResultCache:
     ) -> None:
         self.directory = directory
         self.max_bytes = max_mb * 1024 * 1024
-        self._sampling = settings.runner.model_dump(mode="json", exclude={"job_timeout"})
+        self._sampling = settings.runner.model_dump(mode="json", exclude={"job_timeout", "stream"})
         self._commands = settings.sandbox.commands
         self._agents: dict[str, str] = {}
         self._programs: dict[str, str] | None = None

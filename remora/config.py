@@ -101,6 +101,24 @@ class RunnerSettings(Section):
     """Bad model replies (unknown tool, invalid arguments, no call...) tolerated per job."""
     job_timeout: float = Field(default=300.0, gt=0)
     """Wall-clock seconds one node x agent job may take."""
+    stream: bool = True
+    """Stream replies: the live view shows calls as they form, a reply that stops making
+    progress is given up after server.timeout while a slow one goes on, a reply that may hold
+    one call ends with it. false: for servers that cannot stream tool calls."""
+
+
+class ConfidencePolicy(Section):
+    """What the runner does when the model was unsure which tool to call: its confidence is the
+    probability it gave the tool's name (docs/CONFIDENCE.md)."""
+
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Below this, `below` applies; None: confidence is only recorded."""
+    below: Literal["resample", "not_done"] = "resample"
+    """resample: ask again (`resamples` times at most, seeded) and keep the most confident
+    reply; not_done: end the job there, with the reason."""
+    resamples: int = Field(default=2, ge=1, le=8)
+    temperature: float = Field(default=1.0, gt=0.0, le=2.0)
+    """Sampling temperature of the resamples (the turn's own temperature may be 0)."""
 
 
 class LimitsPreset(StrEnum):
@@ -200,6 +218,8 @@ class AgentSettings(Section):
     """Agent-specific options, merged over the defaults in the agent's YAML."""
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     """Tool-call limits for this agent, over the agent's own and the sandbox section."""
+    confidence: ConfidencePolicy | None = None
+    """Replaces the agent's own `confidence:` section."""
 
 
 class LocalSettings(BaseModel):

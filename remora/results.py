@@ -34,6 +34,8 @@ class ErrorCode(StrEnum):
     INTERNAL = "internal_error"
     NOT_DONE = "not_done"
     """The model submitted, but no tool verified the agent's work."""
+    LOW_CONFIDENCE = "low_confidence"
+    """The model was unsure which tool to call, and the agent ends such jobs not done."""
     REQUIREMENT_MISSING = "requirement_missing"
     COMMAND_TIMEOUT = "command_timeout"
     SANDBOX_CRASHED = "sandbox_crashed"
@@ -77,6 +79,8 @@ class JobError(BaseModel):
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    requests: int = 0
+    """Model requests (chat turns, resamples and tools' completions)."""
 
 
 class JobResult(BaseModel):
@@ -101,6 +105,11 @@ class JobResult(BaseModel):
     """The job's workspace directory, when kept with --keep-workspaces."""
     cached: bool = False
     """Answered from the result cache: no model request was made."""
+    confidence: float | None = None
+    """The lowest confidence the model had in a tool it chose (turns where it had a choice, and
+    the server gave log-probabilities)."""
+    resamples: int = 0
+    """Turns asked again because the model was unsure (`confidence.below: resample`)."""
 
 
 class AgentTally(BaseModel):

@@ -28,10 +28,11 @@ from remora.protocol.messages import (
     tool_message,
 )
 from remora.protocol.profiles import ModelProfile, call_grammar
-from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, Usage
+from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions, injected_context
+from remora.turn_reply import TurnReply, UnsureReply
 from remora.workspace import Workspace
 
 MAX_ARGUMENTS_BYTES = 1 << 20
@@ -85,7 +86,6 @@ class FunctionGemmaRunner:
         self.messages: list[Message] = []
         self.turns = 0
         self.repairs = 0
-        self.usage = Usage()
         self.findings: dict[tuple[object, ...], Finding] = {}
         self.seen_calls: set[tuple[str, str]] = set()
         self.verified: tuple[str, str] | None = None
@@ -95,6 +95,9 @@ class FunctionGemmaRunner:
         """A tool said nothing is left for the model to do: the job ends without its turn."""
         self.final_reason = ""
         self.events = events or NO_EVENTS.for_job("", node.id, agent.name)
+        self.replies = TurnReply(
+            model, settings, agent.confidence, self.events, f"{node.id}\0{agent.name}"
+        )
         self.use_grammar = profile.uses_grammar(settings.grammar)
 
     async def run(self) -> JobResult:
@@ -117,6 +120,8 @@ class FunctionGemmaRunner:
             status, error = JobStatus.ERROR, fault.error
         except ModelError as exc:
             status, error = JobStatus.ERROR, JobError(code=exc.code, message=exc.message)
+        except UnsureReply as unsure:
+            error = JobError(code=unsure.code, message=str(unsure))
         outcome, summary = self.verified or (None, "")
         if status is JobStatus.FAILED and outcome is not None:
             status, error = JobStatus.SUCCESS, None
@@ -131,7 +136,9 @@ class FunctionGemmaRunner:
             changes=self.workspace.diff() if status is JobStatus.SUCCESS else [],
             submitted=submitted,
             turns=self.turns,
-            usage=self.usage,
+            usage=self.replies.usage,
+            confidence=self.replies.confidence,
+            resamples=self.replies.resamples,
             duration_s=time.perf_counter() - started,
             error=error,
         )
@@ -191,15 +198,7 @@ class FunctionGemmaRunner:
                 break
 
     async def _ask(self, tools: list[dict[str, Any]], tool_choice: ToolChoice) -> ModelReply:
-        self.events.emit(
-            "model_request",
-            turn=self.turns,
-            messages=len(self.messages),
-            tools=[schema["function"]["name"] for schema in tools],
-            payload=self.events.payload(self.messages),
-        )
-        started = time.perf_counter()
-        reply = await self.model.complete(
+        return await self.replies.ask(
             ChatRequest(
                 model=self.agent.model,
                 messages=self.messages,
@@ -213,20 +212,9 @@ class FunctionGemmaRunner:
                     else None
                 ),
                 parallel_calls=self.profile.parallel_calls,
-            )
+            ),
+            self.turns,
         )
-        self.usage.prompt_tokens += reply.usage.prompt_tokens
-        self.usage.completion_tokens += reply.usage.completion_tokens
-        self.events.emit(
-            "model_response",
-            turn=self.turns,
-            latency_s=time.perf_counter() - started,
-            prompt_tokens=reply.usage.prompt_tokens,
-            completion_tokens=reply.usage.completion_tokens,
-            tool_calls=[call.name[:80] for call in reply.tool_calls],
-            payload=self.events.payload(reply.as_message()),
-        )
-        return reply
 
     async def _complete(self, request: CompletionRequest) -> str:
         """The `complete` host function: the job's model continues a text for a tool."""
@@ -234,8 +222,10 @@ class FunctionGemmaRunner:
             raise RuntimeError("complete: this model server does not offer completions")
         started = time.perf_counter()
         completion = await self.model.complete_text(model=self.agent.model, request=request)
-        self.usage.prompt_tokens += completion.usage.prompt_tokens
-        self.usage.completion_tokens += completion.usage.completion_tokens
+        usage = self.replies.usage
+        usage.prompt_tokens += completion.usage.prompt_tokens
+        usage.completion_tokens += completion.usage.completion_tokens
+        usage.requests += 1
         self.events.emit(
             "completion",
             latency_s=time.perf_counter() - started,

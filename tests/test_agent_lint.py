@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer, tool_call, tool_calls
+from remora.models.scripted import ScriptedModelServer, tool_call
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 
@@ -25,8 +25,9 @@ def sensible_linter(fix: bool) -> Any:
         if "run_ruff" in offered and not results:
             return tool_call("run_ruff", {})
         rules = results[0].get("fixable_rules", []) if results else []
-        if fix and len(results) == 1 and rules and "apply_fix" in offered:
-            return tool_calls(*[("apply_fix", {"rule": code}) for code in rules])
+        # One fix a turn: the FunctionGemma profile keeps one call per reply.
+        if fix and 1 <= len(results) <= len(rules) and "apply_fix" in offered:
+            return tool_call("apply_fix", {"rule": rules[len(results) - 1]})
         return tool_call("submit_result", {"summary": f"{len(results)} tool results"})
 
     return rule

@@ -217,10 +217,12 @@ def test_tool_check_passes(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_parallel_write_tests_calls_never_leave_the_module_changed(
-    demo: Path, capsys: pytest.CaptureFixture[str]
+    demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both calls share the scratch file (the module); whatever the interleaving, the module is
-    written back as it was, and a call that lost its scratch reports it without findings."""
+    written back as it was, and a call that lost its scratch reports it without findings. (The
+    openai profile: FunctionGemma's keeps one call per reply.)"""
+    monkeypatch.setenv("REMORA_RUNNER__MODEL_PROFILE", "openai")
 
     def rule(body: dict[str, Any]) -> Any:
         results = [m for m in body["messages"] if m["role"] == "tool"]

@@ -37,6 +37,8 @@ def test_transcript_and_json_report(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.chdir(project)
+    # Parallel calls need a profile that asks for them (FunctionGemma's keeps one per reply).
+    monkeypatch.setenv("REMORA_RUNNER__MODEL_PROFILE", "openai")
     original = (project / "pkg/shout.py").read_text()
     with ScriptedModelServer(script=probe_script()) as server:
         code, out, err = run_cli(
@@ -46,7 +48,7 @@ def test_transcript_and_json_report(
 
     assert len(requests) == 3
     first, second, third = requests
-    # Turn 1: system + user with the rendered node context; every tool offered, "auto" choice.
+    # Turn 1: system + user with the rendered node context; every tool offered, a call required.
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert first["messages"][1]["content"].startswith("Inspect shout in pkg/shout.py:\ndef shout")
     assert [t["function"]["name"] for t in first["tools"]] == [
@@ -54,7 +56,7 @@ def test_transcript_and_json_report(
         "replace_text",
         "submit_result",
     ]
-    assert first["tool_choice"] == "auto"
+    assert first["tool_choice"] == "required"
     assert first["model"] == "google/functiongemma-270m-it"
     for request in requests:
         for tool in request["tools"]:
@@ -76,12 +78,12 @@ def test_transcript_and_json_report(
     assert todo_payload["findings"][0]["line"] == 5
     assert todo_payload["file_lines"] == 7  # file_text was injected
     assert replace_result["content"] == "replaced"
-    assert second["tool_choice"] == "auto"
+    assert second["tool_choice"] == "required"
     assert len(second["tools"]) == 3
 
-    # Turn 3 is the last allowed one: only submit_result is offered.
-    assert [t["function"]["name"] for t in third["tools"]] == ["submit_result"]
-    assert third["tool_choice"] == "auto"
+    # Turn 3 is the last allowed one: submit_result is the named tool choice.
+    assert len(third["tools"]) == 3
+    assert third["tool_choice"] == {"type": "function", "function": {"name": "submit_result"}}
     assert third["messages"][:5] == history
     assert third["messages"][6]["role"] == "tool"
 

@@ -1,6 +1,6 @@
 """The dashboard: numbers folded from an event stream match the stream, computed here
-independently; a followed file is read as it grows, a half-written last line waits for its
-newline; `analyze --dashboard` leaves the report alone.
+independently; each job in flight shows what it is doing; a followed file is read as it grows,
+a half-written last line waits for its newline; `analyze --dashboard` leaves the report alone.
 
 tests/data/events-sample.jsonl was recorded by `record_events` below (two runs of two agents
 over successful, failing and erroring jobs, the second run partly from the cache); regenerate
@@ -31,12 +31,14 @@ from remora.dashboard.state import STATUSES, DashboardState
 from remora.dashboard.view import render, show_following
 from remora.models.scripted import (
     CallEveryTool,
-    DelayedReply,
     Reply,
     ScriptedModelServer,
     http_error,
+    paced,
     text,
+    tool_call,
 )
+from remora.models.scripted_replies import DelayedReply
 
 SAMPLE = Path(__file__).parent / "data" / "events-sample.jsonl"
 
@@ -126,7 +128,11 @@ def expected_numbers(events: list[dict[str, Any]], window: float) -> dict[str, A
 
     fresh = [e for e in finished if not e["cached"]]
     requests = [e for e in events if e["event"] == "model_request"]
+    rated = [e["confidence"] for e in responses if e.get("confidence") is not None]
     return {
+        "rated": len(rated),
+        "low": sum(confidence < 0.5 for confidence in rated),
+        "resamples": sum(e.get("attempt", 0) > 0 for e in requests),
         "statuses": statuses,
         "cached": Counter(e["agent"] for e in finished if e["cached"]),
         "p50": cuts[49],
@@ -151,6 +157,7 @@ def check_dashboard(events: list[dict[str, Any]], window: float = 10.0) -> None:
     snap = state.snapshot()
 
     assert snap.in_flight == snap.queued == 0  # every job of every run finished
+    assert (snap.activity, snap.activity_more) == ([], 0)
     assert {name: dict(c.statuses) for name, c in snap.agents.items()} == {
         name: {status: counts[status] for status in STATUSES}
         for name, counts in want["statuses"].items()
@@ -167,6 +174,8 @@ def check_dashboard(events: list[dict[str, Any]], window: float = 10.0) -> None:
     assert snap.jobs_per_s == pytest.approx(want["jobs_per_s"])
     assert snap.requests_per_s == pytest.approx(want["requests_per_s"])
     assert snap.tokens_per_s == pytest.approx(want["tokens_per_s"])
+    assert (snap.rated_replies, snap.low_confidence) == (want["rated"], want["low"])
+    assert snap.resamples == want["resamples"]
 
     console = Console(record=True, width=160, color_system=None)
     console.print(render(snap))
@@ -189,6 +198,7 @@ def check_dashboard(events: list[dict[str, Any]], window: float = 10.0) -> None:
     assert f"{want['jobs_per_s']:.2f} jobs/s" in shown
     assert f"{want['tokens_per_s']:.1f} tokens/s" in shown
     assert "in flight 0  queued 0" in shown
+    assert f"{want['resamples']} resamples" in shown
     newest = want["errors"][-1]
     assert f"{newest['node_id']} {newest['status']} {newest['error_code']}" in shown
 
@@ -264,6 +274,130 @@ def test_in_flight_is_started_minus_finished_per_run() -> None:
     state.feed({"v": 1, "ts": 2.0, "event": "job_finished"})  # damaged: counted, not fatal
     state.feed_lines([b"not json", b"[1, 2]", b""])
     assert state.snapshot().unreadable == 3
+
+
+def job_event(event: str, node: str, ts: float, run: str = "r1", **fields: Any) -> dict[str, Any]:
+    return {"v": 1, "ts": ts, "run_id": run, "event": event, "job_id": f"probe:{node}",
+            "node_id": node, "agent": "probe", **fields}  # fmt: skip
+
+
+def response(node: str, ts: float, confidence: float | None, **fields: Any) -> dict[str, Any]:
+    defaults = {
+        "turn": 0,
+        "attempt": 0,
+        "latency_s": 0.1,
+        "prompt_tokens": 10,
+        "completion_tokens": 2,
+        "tool_calls": ["find_todos"],
+        "confidence": confidence,
+    }
+    return job_event("model_response", node, ts, **{**defaults, **fields})
+
+
+def shown_at(state: DashboardState, width: int, now: float | None = None) -> str:
+    console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
+    console.print(render(state.snapshot(now)))
+    return console.export_text()
+
+
+def test_jobs_in_flight_show_what_they_are_doing() -> None:
+    """Two jobs in flight: one forming a call as its reply streams, then running the tool;
+    the other waiting for the model. Each line goes once its job ends."""
+    state = DashboardState()
+    node_x, node_y = "pkg/mixed.py::ok1", "pkg/mixed.py::ok2"
+    state.feed({"v": 1, "ts": 1.0, "run_id": "r1", "event": "run_started", "jobs": 2})
+    for ts, node in ((1.0, node_x), (1.1, node_y)):
+        state.feed(job_event("job_queued", node, ts))
+        state.feed(job_event("job_started", node, ts))
+    assert [(a.node_id, a.phase) for a in state.snapshot().activity] == [
+        (node_x, "starting"),
+        (node_y, "starting"),
+    ]
+    for node in (node_x, node_y):
+        state.feed(job_event("model_request", node, 2.0, turn=0, attempt=0, messages=2,
+                             tools=["find_todos", "replace_text"], payload=None))  # fmt: skip
+    partial = '{"pattern": "TO'
+    progress = {"turn": 0, "content_chars": 0}
+    calls = [{"name": "find_todos", "arguments": partial}]
+    state.feed(job_event("model_progress", node_x, 2.3, calls=calls, **progress))
+    state.feed(job_event("model_progress", node_x, 2.6,
+                         calls=[{"name": "find_todos", "arguments": partial + "DO"}],
+                         **progress))  # fmt: skip
+    snap = state.snapshot(now=3.0)
+    assert snap.in_flight == 2 and snap.activity_more == 0
+    forming, waiting = snap.activity  # in the order they started
+    assert (forming.agent, forming.node_id, forming.phase) == ("probe", node_x, "forming")
+    assert (forming.tool, forming.arguments) == ("find_todos", partial + "DO")
+    assert forming.since_ts == 2.3  # the same call, growing: since its first progress
+    assert (waiting.node_id, waiting.phase, waiting.since_ts) == (node_y, "waiting", 2.0)
+
+    shown = shown_at(state, 100, now=3.0)
+    assert 'forming find_todos({"pattern": "TODO)' in shown, shown
+    assert "waiting for the model" in shown and node_y in shown
+    assert "0.7s" in shown and "1.0s" in shown  # how long each has been at it
+    narrow = shown_at(state, 80, now=3.0)
+    lines = narrow.splitlines()  # one line a job, the arguments cut to fit
+    assert any(node_x in line and "forming find_todos({" in line for line in lines), narrow
+    assert any(node_y in line and "waiting for the model" in line for line in lines), narrow
+
+    state.feed(response(node_x, 3.0, 0.9))
+    assert state.snapshot().activity[0].phase == "replied"
+    state.feed(job_event("tool_call", node_x, 3.1, tool="find_todos", payload=None))
+    running = state.snapshot().activity[0]
+    assert (running.phase, running.tool, running.arguments) == ("running", "find_todos", "")
+    assert "running find_todos" in shown_at(state, 100)
+    state.feed(job_event("tool_result", node_x, 3.2, tool="find_todos", ok=True,
+                         duration_s=0.1, error=None, payload=None))  # fmt: skip
+    state.feed(job_event("job_finished", node_x, 3.5, status="success", cached=False,
+                         error=None, findings=1))  # fmt: skip
+    assert [a.node_id for a in state.snapshot().activity] == [node_y]
+    shown = shown_at(state, 100)
+    assert "find_todos" not in shown and "waiting for the model" in shown
+
+    state.feed(job_event("model_progress", node_y, 3.6, turn=0, calls=[], content_chars=40))
+    assert "writing text (40 chars)" in shown_at(state, 100)
+    state.feed({"v": 1, "ts": 4.0, "run_id": "r1", "event": "run_finished", "summary": {}})
+    assert state.snapshot().activity == [] and "doing" not in shown_at(state, 100)
+    # Events of jobs not known to be in flight change nothing; a damaged one is counted.
+    state.feed(job_event("model_progress", node_y, 4.1, turn=0, calls=calls, content_chars=0))
+    state.feed(job_event("model_progress", node_y, 4.1, turn=0, calls="find_todos"))
+    assert (state.snapshot().activity, state.unreadable) == ([], 1)
+
+
+def test_activity_rows_are_capped_with_a_count_of_the_rest() -> None:
+    state = DashboardState(activity_rows=2)
+    for index in range(5):
+        state.feed(job_event("job_started", f"n{index}", 1.0 + index))
+    state.feed(job_event("job_finished", "n0", 9.0, status="success", cached=False, error=None))
+    snap = state.snapshot()
+    assert [a.node_id for a in snap.activity] == ["n1", "n2"]
+    assert (snap.in_flight, snap.activity_more) == (4, 2)
+    assert "and 2 more" in shown_at(state, 80)
+
+
+def test_confidence_and_resamples_are_counted() -> None:
+    state = DashboardState()
+    state.feed(job_event("job_started", "x", 1.0))
+    request = {"turn": 0, "messages": 2, "tools": ["a", "b"], "payload": None}
+    state.feed(job_event("model_request", "x", 1.0, attempt=0, **request))
+    state.feed(response("x", 1.1, 0.3))  # unsure: resampled
+    state.feed(job_event("model_request", "x", 1.2, attempt=1, **request))
+    assert state.snapshot().activity[0].attempt == 1
+    assert "waiting for the model (resample 1)" in shown_at(state, 100)
+    state.feed(response("x", 1.3, 0.8, attempt=1))
+    state.feed(response("x", 1.4, 0.5))  # not below 0.5
+    state.feed(response("x", 1.5, None))  # no choice, or no log-probabilities
+    old = response("x", 1.6, None)
+    del old["confidence"], old["attempt"]  # a stream from before confidences
+    state.feed(old)
+    state.feed(job_event("model_request", "x", 1.7, **request))  # no attempt: the first
+    snap = state.snapshot()
+    assert (snap.rated_replies, snap.low_confidence, snap.resamples) == (3, 1, 1)
+    assert (snap.requests, state.unreadable) == (3, 0)
+    shown = shown_at(state, 100)
+    assert "1/3 replies below 0.5 (33%)  1 resamples" in shown
+    assert "50 prompt  10 completion  in 3 requests" in shown
+    assert "no replies rated yet  0 resamples" in shown_at(DashboardState(), 100)
 
 
 def test_follower_reads_appended_lines_and_waits_for_a_partial_last_line(tmp_path: Path) -> None:
@@ -449,3 +583,45 @@ def test_dashboard_flags_are_in_help(capsys: pytest.CaptureFixture[str]) -> None
     shown = capsys.readouterr().out
     for flag in ("--dashboard", "--events FILE", "--no-follow", "--window SECONDS"):
         assert flag in shown
+
+
+def test_a_real_run_shows_the_call_each_job_is_forming(
+    project: Path,
+    probe_config: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A streamed reply that takes 1.5 s to form: the event stream of a real `analyze` shows
+    its call by name, then its arguments as they grow; fed to the dashboard, the job is
+    'forming find_todos(...)' until the reply is whole, then runs the tool."""
+    monkeypatch.chdir(project)
+    events = tmp_path / "events.jsonl"
+
+    def rule(body: dict[str, Any]) -> Any:
+        if len(body["messages"]) > 2:
+            return tool_call("submit_result", {"summary": "ok", "todo_count": 0})
+        return paced(tool_call("find_todos", {"marker": "FIXME-LATER"}), every=0.3)
+
+    with ScriptedModelServer(rule=rule) as server:
+        main(["analyze", "pkg", "--events", str(events), "--base-url", server.base_url])
+    capsys.readouterr()
+    recorded = load(events)
+    progress = [event for event in recorded if event["event"] == "model_progress"]
+    first = (progress[0]["job_id"], 1)  # one job's first turn
+    progress = [event for event in progress if (event["job_id"], event["turn"]) == first]
+    assert len(progress) >= 3  # the name, then the arguments growing, every 0.25 s or more
+    shown = [event["calls"][0]["arguments"] for event in progress]
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(shown))
+    assert progress[0]["calls"][0]["name"] == "find_todos"
+
+    state = DashboardState()
+    doing = []
+    for event in recorded:
+        state.feed(event)
+        doing += [(a.phase, a.tool, a.arguments) for a in state.snapshot().activity]
+    forming = [entry for entry in doing if entry[0] == "forming"]
+    assert forming and {tool for _, tool, _ in forming} == {"find_todos", "submit_result"}
+    assert any("FIXME" in arguments for *_, arguments in forming)
+    assert any(phase == "running" and tool == "find_todos" for phase, tool, _ in doing)
+    assert not state.snapshot().activity  # all done

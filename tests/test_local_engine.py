@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import json
+import math
 import shutil
 import socket
 import threading
@@ -36,7 +38,8 @@ from remora.models.resolve import (
     select_engine,
 )
 from remora.protocol.completion import Completion, CompletionRequest
-from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply
+from remora.protocol.confidence import call_confidence
+from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply, ReplyProgress
 from remora.protocol.profiles import PROFILES
 from remora.results import JobResult, JobStatus
 from remora.runner import FunctionGemmaRunner
@@ -622,3 +625,69 @@ async def test_open_local_model_from_settings(
         assert await model.list_models() == [stand_in.path.stem]
     finally:
         await model.aclose()
+
+
+# -- streaming, log-probabilities and seeds ---------------------------------------------------
+
+
+@pytest.mark.local_engine
+@needs_engine
+@pytest.mark.anyio
+async def test_a_streamed_reply_reports_its_calls_as_they_form(
+    engine: LocalChatModel, lint_agent: Agent, demo: Path
+) -> None:
+    tools = lint_agent.tool_schemas()
+    messages = first_turn(lint_agent, demo_node(demo, "Stock.remove"), demo)
+    seen: list[ReplyProgress] = []
+    streamed = await ask(engine, messages, tools, stream=True, on_progress=seen.append)
+    plain = await ask(engine, messages, tools)
+    assert streamed == plain  # streaming changes what is seen, not what is said
+    assert_valid_calls(streamed, tools)
+    assert seen, "no progress was reported"
+    first = streamed.tool_calls[0]
+    assert seen[0].calls[0][0] == first.name  # the name comes first, once it is whole
+    grown = [progress.calls[0][1] for progress in seen]
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(grown))
+    assert seen[-1].calls[0][1] == first.arguments
+
+
+@pytest.mark.local_engine
+@needs_engine
+@pytest.mark.anyio
+async def test_logprobs_score_the_tool_it_chose(
+    engine: LocalChatModel, lint_agent: Agent, demo: Path
+) -> None:
+    tools = lint_agent.tool_schemas()
+    messages = first_turn(lint_agent, demo_node(demo, "Stock.remove"), demo)
+    reply = await ask(engine, messages, tools, logprobs=True)
+    assert reply.logprobs is not None
+    assert len(reply.logprobs) == reply.usage.completion_tokens
+    text = "".join(token for token, _ in reply.logprobs)
+    assert f"call:{reply.tool_calls[0].name}{{" in text
+    assert all(logprob <= 0.0 for _, logprob in reply.logprobs)
+    confidence = call_confidence(reply.logprobs, reply.tool_calls)
+    assert confidence is not None and 0.0 < confidence <= 1.0
+    # The same request without logprobs says the same.
+    assert (await ask(engine, messages, tools)).tool_calls == reply.tool_calls
+    # Each token's number is its probability under the model's own distribution: the greedy
+    # choice (temperature 0) of a token the grammar did not refuse is the most likely one, so
+    # its probability is at least 1/vocabulary and usually far more.
+    assert max(math.exp(logprob) for _, logprob in reply.logprobs) > 0.5
+
+
+@pytest.mark.local_engine
+@needs_engine
+@pytest.mark.anyio
+async def test_a_request_seed_picks_the_sample(
+    engine: LocalChatModel, lint_agent: Agent, demo: Path
+) -> None:
+    tools = lint_agent.tool_schemas()
+    messages = first_turn(lint_agent, demo_node(demo, "Stock.add"), demo)
+    options = {"temperature": 1.5, "max_tokens": 48}
+    by_seed = {
+        seed: [await ask(engine, messages, tools, seed=seed, **options) for _ in range(2)]
+        for seed in (1, 2, 3)
+    }
+    for replies in by_seed.values():
+        assert replies[0] == replies[1]
+    assert len({replies[0].model_dump_json() for replies in by_seed.values()}) > 1

@@ -159,7 +159,8 @@ def test_a_huge_reply_is_answered_with_a_reminder(
     two: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (two / "pkg" / "shout.py").write_text("def alpha():\n    return 1\n")
-    with ScriptedModelServer(script=[text("x" * 3_000_000), FIND, SUBMIT]) as server:
+    # 1 MB of text, 5 MB on the wire with its log-probabilities (server.max_reply_mb is 16).
+    with ScriptedModelServer(script=[text("x" * 1_000_000), FIND, SUBMIT]) as server:
         code, report, _ = run(two, capsys, server)
     assert code == 0 and report["results"][0]["status"] == "success"
 

@@ -259,10 +259,17 @@ def test_unknown_path_and_bad_requests() -> None:
         assert status == 400
         assert "not valid JSON" in json.loads(body)["error"]["message"]
 
-        stream = {"model": "m", "messages": USER, "stream": True}
-        status, body = http_post(f"{server.base_url}/chat/completions", json.dumps(stream).encode())
-        assert status == 400
-        assert "streaming" in json.loads(body)["error"]["message"]
+        # Fields vLLM refuses before generating anything (streaming itself is served).
+        for refused, words in [
+            ({"stream_options": {"include_usage": True}}, "stream_options"),
+            ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+            ({"top_logprobs": 2}, "logprobs must be set"),
+            ({"seed": "7"}, "seed"),
+        ]:
+            request = json.dumps({"model": "m", "messages": USER, **refused}).encode()
+            status, body = http_post(f"{server.base_url}/chat/completions", request)
+            assert status == 400
+            assert words in json.loads(body)["error"]["message"]
     assert server.requests == []
 
 

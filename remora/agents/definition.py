@@ -22,7 +22,7 @@ from remora.agents.toolscript import (
     inputs_schema,
     load_tool,
 )
-from remora.config import SandboxLimits
+from remora.config import ConfidencePolicy, SandboxLimits
 from remora.discovery.nodes import Node, NodeType
 from remora.errors import UserInputError
 from remora.protocol.messages import Message, ModelReply, ToolCall, tool_message
@@ -108,6 +108,9 @@ class AgentDefinition(Strict):
     observe: list[str] = Field(default_factory=list)
     """Tools (without required inputs) the runner calls before the model's first turn. A
     result with `"final": true` ends the job there: no model request at all."""
+    confidence: ConfidencePolicy = Field(default_factory=ConfidencePolicy)
+    """What to do when the model is unsure which tool to call (a threshold, then resample or
+    end the job not done)."""
     examples: list[Example] = Field(default_factory=list, max_length=2)
     """Worked examples the model sees before every job of this agent, the same bytes each time
     (a prefix the engine and vLLM's prefix cache evaluate once)."""
@@ -141,6 +144,7 @@ class Agent(BaseModel):
     max_turns: int
     options: dict[str, Any]
     tool_limits: Limits
+    confidence: ConfidencePolicy
 
     @property
     def name(self) -> str:
@@ -250,6 +254,7 @@ def load_agent(
     max_turns: int | None = None,
     options: dict[str, Any] | None = None,
     limits: Sequence[SandboxLimits] = (),
+    confidence: ConfidencePolicy | None = None,
 ) -> Agent:
     """`limits` are the configuration's limit layers (the sandbox section, then the agent's
     section); they override the agent's own."""
@@ -276,6 +281,7 @@ def load_agent(
         max_turns=max_turns or definition.max_turns,
         options={**definition.options, **(options or {})},
         tool_limits=resolve_limits(definition.limits, *limits),
+        confidence=confidence or definition.confidence,
     )
     _check_template_renders(agent, document)
     return agent

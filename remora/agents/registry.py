@@ -91,6 +91,7 @@ def select_agents(
             max_turns=(own.max_turns if own and own.max_turns else settings.runner.max_turns),
             options={**(own.options if own else {}), **(options or {})},
             limits=[settings.sandbox, *([own.limits] if own else [])],
+            confidence=own.confidence if own else None,
         )
         if agent.name != entry.name:
             raise UserInputError(

@@ -6,12 +6,14 @@ import json
 import math
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 STATUSES = ("success", "failed", "error", "skipped")
 REFRESH_S = 0.25
 """How often the live view is redrawn and a followed file polled."""
+LOW_CONFIDENCE = 0.5
+"""A reply whose confidence (in the tool it chose) is below this counts as unsure."""
 
 
 def percentile(values: list[float], percent: float) -> float:
@@ -50,6 +52,24 @@ class JobProblem:
 
 
 @dataclass(frozen=True, slots=True)
+class JobActivity:
+    """What a job in flight is doing now, since `since_ts` (an event's time)."""
+
+    agent: str
+    node_id: str
+    phase: str
+    """`starting`; `waiting` for the model; `forming` a call as the reply streams (`tool`,
+    `arguments` so far); `writing` text (`chars` so far); `replied` (`tool`: the calls chosen,
+    if any); `running` a tool; `ran` it."""
+    since_ts: float
+    tool: str = ""
+    arguments: str = ""
+    attempt: int = 0
+    """0 for a turn's first request, 1.. for resamples of it."""
+    chars: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RunProgress:
     run_id: str
     jobs: int
@@ -81,6 +101,16 @@ class Snapshot:
     bad_calls: int
     unreadable: int
     """Lines or events that could not be used (not JSON, or missing fields)."""
+    rated_replies: int
+    """Model responses with a confidence (the model had a choice of tools, and log-probs)."""
+    low_confidence: int
+    """Of those, the ones below `LOW_CONFIDENCE`."""
+    resamples: int
+    """Requests that asked a turn again (`attempt` > 0)."""
+    activity: list[JobActivity]
+    """Jobs in flight in the order they started, at most `activity_rows` of them."""
+    activity_more: int
+    """Jobs in flight beyond those."""
 
 
 @dataclass(slots=True)
@@ -106,9 +136,15 @@ class DashboardState:
     """
 
     def __init__(
-        self, *, window_s: float = 10.0, latency_sample: int = 10_000, problems: int = 8
+        self,
+        *,
+        window_s: float = 10.0,
+        latency_sample: int = 10_000,
+        problems: int = 8,
+        activity_rows: int = 12,
     ) -> None:
         self.window_s = window_s
+        self.activity_rows = activity_rows
         self.events = 0
         self.unreadable = 0
         self.first_ts: float | None = None
@@ -117,7 +153,8 @@ class DashboardState:
         self._latest_run: str | None = None
         # Keyed by run as well: job ids repeat across runs appending to one file (watch).
         self._queued: set[tuple[str, str]] = set()
-        self._in_flight: set[tuple[str, str]] = set()
+        # In the order they started; what each is doing now.
+        self._in_flight: dict[tuple[str, str], JobActivity] = {}
         # (ts, amount) within the window: finished jobs, requests, tokens.
         self._jobs: deque[tuple[float, int]] = deque()
         self._requests: deque[tuple[float, int]] = deque()
@@ -130,6 +167,9 @@ class DashboardState:
         self._problems: deque[JobProblem] = deque(maxlen=problems)
         self.tool_failures = 0
         self.bad_calls = 0
+        self.rated_replies = 0
+        self.low_confidence = 0
+        self.resamples = 0
 
     def feed_all(self, events: Iterable[Mapping[str, Any]]) -> None:
         for event in events:
@@ -172,25 +212,45 @@ class DashboardState:
             self._runs.setdefault(run, _Run()).finished = True
             # A run is over: whatever it left queued or started will never finish.
             self._queued = {key for key in self._queued if key[0] != run}
-            self._in_flight = {key for key in self._in_flight if key[0] != run}
+            self._in_flight = {
+                key: doing for key, doing in self._in_flight.items() if key[0] != run
+            }
         elif kind == "job_queued":
             self._queued.add(job)
         elif kind == "job_started":
             self._queued.discard(job)
-            self._in_flight.add(job)
+            self._in_flight[job] = JobActivity(
+                str(event.get("agent", "")), str(event.get("node_id", "")), "starting", ts
+            )
         elif kind == "job_finished":
             self._job_finished(event, ts, run, job)
         elif kind == "model_request":
+            attempt = int(event.get("attempt") or 0)
             self.requests += 1
+            self.resamples += attempt > 0
             self._add(self._requests, ts, 1)
+            self._doing(job, ts, "waiting", attempt=attempt)
+        elif kind == "model_progress":
+            self._progress(event, ts, job)
         elif kind == "model_response":
             prompt, completion = int(event["prompt_tokens"]), int(event["completion_tokens"])
-            self._latencies.append(float(event["latency_s"]))
+            latency = float(event["latency_s"])
+            confidence = event.get("confidence")
+            confidence = None if confidence is None else float(confidence)
+            calls = ", ".join(str(name) for name in event.get("tool_calls") or ())
+            self._latencies.append(latency)
             self.prompt_tokens += prompt
             self.completion_tokens += completion
             self._add(self._tokens, ts, prompt + completion)
-        elif kind == "tool_result" and not event.get("ok", True):
-            self.tool_failures += 1
+            if confidence is not None:
+                self.rated_replies += 1
+                self.low_confidence += confidence < LOW_CONFIDENCE
+            self._doing(job, ts, "replied", tool=calls)
+        elif kind == "tool_call":
+            self._doing(job, ts, "running", tool=str(event.get("tool", "")))
+        elif kind == "tool_result":
+            self.tool_failures += not event.get("ok", True)
+            self._doing(job, ts, "ran", tool=str(event.get("tool", "")))
         elif kind == "bad_call":
             self.bad_calls += 1
         self.events += 1  # counted once it was usable
@@ -204,7 +264,7 @@ class DashboardState:
         tally.cached += cached
         tally.findings += int(event.get("findings") or 0)
         self._queued.discard(job)
-        self._in_flight.discard(job)
+        self._in_flight.pop(job, None)
         progress = self._runs.setdefault(run, _Run())
         progress.done += 1
         progress.cached += cached
@@ -221,6 +281,45 @@ class DashboardState:
                     message=str(event["error"]),
                 )
             )
+
+    def _progress(self, event: Mapping[str, Any], ts: float, job: tuple[str, str]) -> None:
+        """A streamed reply forming: the last call's name and arguments so far, or text."""
+        calls, chars = event["calls"], int(event.get("content_chars") or 0)
+        if not isinstance(calls, list):
+            raise TypeError("calls is not a list")
+        if calls:
+            name, arguments = str(calls[-1]["name"]), str(calls[-1]["arguments"])
+            self._doing(job, ts, "forming", tool=name, arguments=arguments, chars=chars)
+        else:
+            self._doing(job, ts, "writing", chars=chars)
+
+    def _doing(
+        self,
+        job: tuple[str, str],
+        ts: float,
+        phase: str,
+        *,
+        tool: str = "",
+        arguments: str = "",
+        chars: int = 0,
+        attempt: int | None = None,
+    ) -> None:
+        """A job in flight does something else now; `since_ts` stays while it goes on doing
+        the same (a call's arguments growing). Jobs not known to be in flight are left out."""
+        current = self._in_flight.get(job)
+        if current is None:
+            return
+        attempt = current.attempt if attempt is None else attempt
+        same = (current.phase, current.tool, current.attempt) == (phase, tool, attempt)
+        self._in_flight[job] = replace(
+            current,
+            phase=phase,
+            tool=tool,
+            arguments=arguments,
+            chars=chars,
+            attempt=attempt,
+            since_ts=current.since_ts if same else ts,
+        )
 
     def _add(self, series: deque[tuple[float, int]], ts: float, amount: int) -> None:
         series.append((ts, amount))
@@ -275,6 +374,11 @@ class DashboardState:
             tool_failures=self.tool_failures,
             bad_calls=self.bad_calls,
             unreadable=self.unreadable,
+            rated_replies=self.rated_replies,
+            low_confidence=self.low_confidence,
+            resamples=self.resamples,
+            activity=list(self._in_flight.values())[: self.activity_rows],
+            activity_more=max(0, len(self._in_flight) - self.activity_rows),
         )
 
 

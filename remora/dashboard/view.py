@@ -15,7 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from remora.dashboard.followers import Follower, follow
-from remora.dashboard.state import REFRESH_S, STATUSES, DashboardState, Snapshot
+from remora.dashboard.state import (
+    LOW_CONFIDENCE,
+    REFRESH_S,
+    STATUSES,
+    DashboardState,
+    JobActivity,
+    Snapshot,
+)
 from remora.events import Events
 
 
@@ -54,6 +61,17 @@ def render(snapshot: Snapshot, *, source: str = "") -> RenderableType:
         f"{snapshot.prompt_tokens} prompt  {snapshot.completion_tokens} completion  "
         f"in {snapshot.requests} requests",
     )
+    rated = snapshot.rated_replies
+    numbers.add_row(
+        "confidence",
+        (
+            f"{snapshot.low_confidence}/{rated} replies below {LOW_CONFIDENCE:g} "
+            f"({snapshot.low_confidence / rated:.0%})"
+            if rated
+            else "no replies rated yet"
+        )
+        + f"  {snapshot.resamples} resamples",
+    )
     numbers.add_row(
         "problems",
         f"{snapshot.tool_failures} tool failures  {snapshot.bad_calls} bad calls  "
@@ -89,7 +107,49 @@ def render(snapshot: Snapshot, *, source: str = "") -> RenderableType:
                     overflow="ellipsis",
                 )
             )
+    if snapshot.activity:
+        parts += [Text(), _activity(snapshot)]
     return Group(*parts)
+
+
+def _activity(snapshot: Snapshot) -> RenderableType:
+    """The jobs in flight, one line each: agent, node, how long, what they are doing."""
+    table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 1))
+    table.add_column("agent", max_width=16)
+    table.add_column("node", max_width=28)  # all but "for" give way to a narrow view
+    table.add_column("for", justify="right", no_wrap=True)
+    table.add_column("doing")
+    for job in snapshot.activity:
+        table.add_row(
+            _line(job.agent),
+            # The end of a node id says most (`…/module.py::Class.method`).
+            _line(job.node_id if len(job.node_id) <= 28 else "…" + job.node_id[-27:]),
+            f"{max(0.0, snapshot.now - job.since_ts):.1f}s",
+            _line(_doing(job)),
+        )
+    if snapshot.activity_more:
+        table.add_row("", "", "", Text(f"and {snapshot.activity_more} more", style="dim"))
+    return Group(Text("in flight", style="bold"), table)
+
+
+def _line(text: str) -> Text:
+    """A cell kept to one line, cut with an ellipsis: the view's height stays put."""
+    return Text(text, no_wrap=True, overflow="ellipsis")
+
+
+def _doing(job: JobActivity) -> str:
+    again = f" (resample {job.attempt})" if job.attempt else ""
+    if job.phase == "waiting":
+        return "waiting for the model" + again
+    if job.phase == "forming":
+        return f"forming {job.tool}({_shorten(job.arguments, 60)}){again}"
+    if job.phase == "writing":
+        return f"writing text ({job.chars} chars){again}"
+    if job.phase == "replied":
+        return f"chose {job.tool}" if job.tool else "replied with text"
+    if job.phase in ("running", "ran"):
+        return f"{job.phase} {job.tool}"
+    return job.phase
 
 
 def _ms(seconds: float) -> str:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -62,15 +62,19 @@ from remora.models.llama_binding import (
     llama_cpp_available,
 )
 from remora.models.local_decoder import _EVAL_CHUNK, EngineStats, _Generation, _Slot, _Use
+from remora.models.local_reply import DecodingProgress, calls_so_far, generation_reply
 from remora.models.local_scheduler import _Contexts, _TurnOrder
 from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.functiongemma import (
-    ParsedOutput,
     gbnf_grammar,
-    parse_output,
     render_prompt,
 )
-from remora.protocol.messages import ChatRequest, ModelError, ModelReply, ToolCall, ToolChoice
+from remora.protocol.messages import (
+    ChatRequest,
+    ModelError,
+    ModelReply,
+    ToolChoice,
+)
 from remora.results import Usage
 
 __all__ = [
@@ -232,6 +236,9 @@ class LocalChatModel:
         prompt = render_prompt(messages, request.tools)
         await self.load()
         depth = sum(1 for message in messages if message.get("role") == "assistant")
+        on_text = None
+        if request.stream and request.on_progress is not None:
+            on_text = DecodingProgress(request.on_progress).update
         async with self._order.turn(depth):
             generation = await anyio.to_thread.run_sync(
                 partial(
@@ -241,10 +248,13 @@ class LocalChatModel:
                     constraint,
                     max_tokens=request.max_tokens,
                     temperature=request.temperature,
+                    seed=request.seed,
+                    logprobs=request.logprobs,
+                    on_text=on_text,
                 ),
                 limiter=self._limiter,
             )
-        return _reply(generation, first_id=_calls_so_far(messages))
+        return generation_reply(generation, first_id=calls_so_far(messages))
 
     async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
         """A raw continuation of `request.prompt` (no chat template, no grammar). `model` is
@@ -301,6 +311,9 @@ class LocalChatModel:
         max_tokens: int,
         temperature: float,
         stops: Sequence[bytes] = (),
+        seed: int | None = None,
+        logprobs: bool = False,
+        on_text: Callable[[str], None] | None = None,
     ) -> _Generation:
         # The limiter lets in no more threads than there are slots, so a context is idle unless
         # the model was closed while this request waited.
@@ -317,47 +330,17 @@ class LocalChatModel:
                 grammar,
                 max_tokens=min(max_tokens, room),
                 temperature=temperature,
-                seed=self.seed,
+                seed=self.seed if seed is None else seed,
                 check_cancelled=anyio.from_thread.check_cancelled,
                 stops=stops,
+                logprobs=logprobs,
+                on_text=on_text,
             )
         finally:
             self._contexts.give_back(slot)
         with self._stats_lock:
             self.stats.add(generation.stats)
         return generation
-
-
-def _reply(generation: _Generation, first_id: int) -> ModelReply:
-    parsed: ParsedOutput = parse_output(generation.text)
-    calls = [
-        ToolCall(id=f"call_{first_id + index}", name=call.name, arguments=call.arguments_json())
-        for index, call in enumerate(parsed.calls)
-    ]
-    content = parsed.content
-    if calls and parsed.errors:
-        # A call cut off by max_tokens after complete ones: the cut is ours, not the model's,
-        # and its text would only confuse the next turn.
-        content = generation.text[: parsed.calls[0].start]
-    content = content.strip()
-    return ModelReply(
-        content=content or None,
-        tool_calls=calls,
-        usage=Usage(
-            prompt_tokens=generation.prompt_tokens,
-            completion_tokens=generation.completion_tokens,
-        ),
-    )
-
-
-def _calls_so_far(messages: Sequence[Mapping[str, Any]]) -> int:
-    """Tool calls already in the conversation: new ids continue from there, so ids are unique
-    within a conversation and the same for the same conversation (no global counter)."""
-    return sum(
-        len(message.get("tool_calls") or ())
-        for message in messages
-        if message.get("role") == "assistant"
-    )
 
 
 def _tool_name(tool: Mapping[str, Any]) -> object:

@@ -11,7 +11,9 @@ A server's replies are untrusted, and so is its pace:
   headers as in the body (`paced_connector`). The wait for the first byte is not bounded here:
   a busy server queues requests, and a queue is not a fault. The runner bounds the whole job
   (`runner.job_timeout`); the one request outside a job, `GET /models`, is bounded in total
-  (`model_entries`).
+  (`model_entries`). A streamed reply (`runner.stream`) is watched per event instead, from its
+  first event on (`remora.models.chat_stream`): its headers come before the server has even
+  queued the request.
 - **Size cap.** Bodies are decompressed here (gzip or deflate, the encodings Remora asks for)
   and refused past `server.max_reply_mb` of decompressed bytes (`read_capped`).
 - **Shape.** Bodies are parsed as plain JSON and checked field by field
@@ -28,13 +30,16 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Awaitable, Callable
 from email.utils import parsedate_to_datetime
-from typing import Any
+from functools import partial
+from typing import Any, overload
 
 import aiohttp
 import anyio
 
 from remora.config import ServerSettings
+from remora.models.chat_stream import Stalled, StreamFailed, read_stream
 from remora.models.http_guards import (
     ACCEPT_ENCODING,
     MIB,
@@ -54,6 +59,8 @@ from remora.protocol.messages import (
 from remora.results import ErrorCode
 
 SERVER_DOCS = "docs/SERVER_SETUP.md"
+
+StreamReader = Callable[[aiohttp.ClientResponse], Awaitable[object]]
 
 _RETRIED_STATUS = frozenset({408, 409, 429})
 _MAX_RETRY_AFTER_S = 60.0
@@ -90,6 +97,14 @@ class OpenAIChatModel:
             "Authorization": f"Bearer {settings.api_key.get_secret_value() or 'EMPTY'}",
             "Content-Type": "application/json",
         }
+        self._stream_headers = {
+            **self.headers,
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
+        self._stream_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.timeout, sock_read=None
+        )
         self._session: aiohttp.ClientSession | None = None
         self.paced = True
         """Whether the no-progress timeout is in place (else: a plain read timeout, which also
@@ -158,7 +173,20 @@ class OpenAIChatModel:
             raise ModelError(f"malformed reply from {url} to GET /models: {exc}") from exc
 
     async def complete(self, request: ChatRequest) -> ModelReply:
-        data = await self.post_json("/chat/completions", chat_body(request))
+        if request.stream:
+            data = await self.post_json(
+                "/chat/completions",
+                chat_body(request),
+                reader=partial(
+                    read_stream,
+                    max_bytes=self.max_reply_mb * MIB,
+                    stall=self.timeout,
+                    on_progress=request.on_progress,
+                    only_first_call=not request.parallel_calls,
+                ),
+            )
+        else:
+            data = await self.post_json("/chat/completions", chat_body(request))
         try:
             return parse_chat_reply(data)
         except MalformedReply as exc:
@@ -172,13 +200,20 @@ class OpenAIChatModel:
         except MalformedReply as exc:
             raise ModelError(f"malformed reply from {self.base_url}: {exc}") from exc
 
-    async def post_json(self, path: str, body: dict[str, Any]) -> object:
+    async def post_json(
+        self, path: str, body: dict[str, Any], *, reader: StreamReader | None = None
+    ) -> object:
         """POST `body` to `path` (e.g. "/chat/completions") with every guard of this module; the
-        reply as plain JSON, or `ModelError` (`model_error`) saying what went wrong."""
+        reply as plain JSON (read by `reader` when streamed), or `ModelError` (`model_error`)
+        saying what went wrong."""
         url = self.base_url
         try:
+            if reader is not None:
+                return await self.request("POST", path, json.dumps(body).encode(), reader=reader)
             content = await self.request("POST", path, json.dumps(body).encode())
             return _parse_json(content)
+        except StreamFailed as exc:
+            raise ModelError(f"{url} ended the streamed reply with an error: {exc}") from exc
         except NoReply as exc:
             raise ModelError(f"no reply from {url}: {exc}") from exc
         except StatusError as exc:
@@ -186,27 +221,45 @@ class OpenAIChatModel:
         except (ReplyRefused, MalformedReply) as exc:
             raise ModelError(f"unusable reply from {url}: {exc}") from exc
 
-    async def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
-        """The body of a successful reply, after up to `server.retries` more tries; else
-        `NoReply`, `StatusError` (the last try's) or `ReplyRefused`."""
+    @overload
+    async def request(self, method: str, path: str, body: bytes | None = None) -> bytes: ...
+    @overload
+    async def request(
+        self, method: str, path: str, body: bytes | None, *, reader: StreamReader
+    ) -> object: ...
+    async def request(
+        self, method: str, path: str, body: bytes | None = None, *, reader: Any = None
+    ) -> Any:
+        """The body of a successful reply (or what `reader` made of a streamed one), after up to
+        `server.retries` more tries; else `NoReply`, `StatusError` (the last try's),
+        `ReplyRefused` or `StreamFailed`."""
         for attempt in range(self.retries + 1):
             try:
-                return await self._once(method, path, body)
+                return await self._once(method, path, body, reader)
             except (NoReply, StatusError) as exc:
                 if attempt == self.retries or not _should_retry(exc):
                     raise
                 await anyio.sleep(_retry_delay(exc, attempt))
         raise AssertionError("unreachable")
 
-    async def _once(self, method: str, path: str, body: bytes | None) -> bytes:
+    async def _once(
+        self, method: str, path: str, body: bytes | None, reader: StreamReader | None
+    ) -> Any:
+        # A stream's headers come before the server has even queued the request: its pace is
+        # watched per event by `read_stream`, not per byte by the connection.
+        options: dict[str, Any] = {"data": body, "headers": self.headers}
+        if reader is not None:
+            options.update(headers=self._stream_headers, timeout=self._stream_timeout)
         try:
-            async with self._pool().request(
-                method, self.base_url + path, data=body, headers=self.headers
-            ) as response:
-                content = await read_capped(response, self.max_reply_mb * MIB)
-                if response.status >= 400:
-                    raise StatusError(response.status, content, dict(response.headers))
-                return content
+            async with self._pool().request(method, self.base_url + path, **options) as response:
+                if response.status >= 400 or reader is None:
+                    content = await read_capped(response, self.max_reply_mb * MIB)
+                    if response.status >= 400:
+                        raise StatusError(response.status, content, dict(response.headers))
+                    return content
+                return await reader(response)
+        except Stalled as exc:
+            raise NoReply(str(exc)) from exc
         except aiohttp.ConnectionTimeoutError as exc:
             raise NoReply("Request timed out. (timed out connecting (server.timeout))") from exc
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
@@ -234,6 +287,14 @@ def chat_body(request: ChatRequest) -> dict[str, Any]:
     if not request.parallel_calls:
         # Remora's server plugin then stops where the first call ends.
         body["parallel_tool_calls"] = False
+    if request.stream:
+        # Usage in every chunk (vLLM): a reply closed early still has its token counts.
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    if request.logprobs:
+        body["logprobs"] = True
+    if request.seed is not None:
+        body["seed"] = request.seed
     if request.grammar:
         # vLLM's structured outputs; the call markers are special tokens, which vLLM would
         # otherwise strip before its tool parser sees them.

@@ -31,6 +31,7 @@ from remora.models.scripted_replies import (
     CallEveryTool,
     DelayedReply,
     HttpErrorReply,
+    PacedReply,
     RawReply,
     Reply,
     Rule,
@@ -39,7 +40,6 @@ from remora.models.scripted_replies import (
     ToolCallsReply,
     _check_reply,
     _error_response,
-    _json_response,
     _phrase,
     _Response,
     arguments_from_schema,
@@ -47,16 +47,20 @@ from remora.models.scripted_replies import (
     http_error,
     metrics_response,
     models_response,
+    paced,
     raw,
     text,
     tool_call,
     tool_calls,
 )
+from remora.models.scripted_stream import chat_response, request_problem
 
 __all__ = [
     "DEFAULT_MODEL",
     "CallEveryTool",
+    "DelayedReply",
     "HttpErrorReply",
+    "PacedReply",
     "RawReply",
     "Reply",
     "Rule",
@@ -66,6 +70,7 @@ __all__ = [
     "ToolCallsReply",
     "arguments_from_schema",
     "http_error",
+    "paced",
     "raw",
     "text",
     "tool_call",
@@ -242,14 +247,18 @@ class ScriptedModelServer:
         headers = list(response.headers)
         if "content-type" not in names:
             headers.append(("Content-Type", "application/json"))
-        if not names & {"content-length", "transfer-encoding"}:
+        if response.events is None and not names & {"content-length", "transfer-encoding"}:
             headers.append(("Content-Length", str(len(response.body))))
         reason = _phrase(response.status).encode()
         await self._write(
             conn, stream, h11.Response(status_code=response.status, headers=headers, reason=reason)
         )
-        if response.body:
-            await self._write(conn, stream, h11.Data(data=response.body))
+        # A stream goes without a length (h11 chunks it), each event sent as soon as it is due.
+        for wait, data in response.events or [(0.0, response.body)]:
+            if wait:
+                await anyio.sleep(wait)
+            if data:
+                await self._write(conn, stream, h11.Data(data=data))
         await self._write(conn, stream, h11.EndOfMessage())
 
     async def _dispatch(self, request: h11.Request, body: bytes) -> _Response:
@@ -295,8 +304,8 @@ class ScriptedModelServer:
             return _error_response(400, f"request body is not valid JSON: {exc}")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error_response(400, "request body must be an object with a 'messages' list")
-        if body.get("stream"):
-            return _error_response(400, "scripted model: streaming is not supported")
+        if (problem := request_problem(body)) is not None:
+            return _error_response(400, problem)
 
         self.requests.append(body)
         try:
@@ -306,14 +315,17 @@ class ScriptedModelServer:
                 await self._model_time()
                 if self._rule is not None:
                     reply = _check_reply(await self._apply_rule(self._rule, body), "rule result")
-                if isinstance(reply, DelayedReply):
-                    await anyio.sleep(reply.seconds)
-                    reply = reply.reply
+                if reply is None:
+                    return _error_response(500, SCRIPT_EXHAUSTED)
+                return await chat_response(
+                    body,
+                    reply,
+                    call_ids=self._call_ids,
+                    completion_ids=self._completion_ids,
+                    model=self.models[0],
+                )
         except Exception as exc:
             return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
-        if reply is None:
-            return _error_response(500, SCRIPT_EXHAUSTED)
-        return self._render(body, reply)
 
     async def _model_time(self) -> None:
         if self.capacity is None:
@@ -348,50 +360,6 @@ class ScriptedModelServer:
     async def _apply_rule(rule: Rule, body: dict[str, Any]) -> object:
         result = rule(body)
         return await result if inspect.isawaitable(result) else result
-
-    def _render(self, body: dict[str, Any], reply: Reply) -> _Response:
-        if isinstance(reply, DelayedReply):  # already waited for in answer_chat
-            reply = reply.reply
-        if isinstance(reply, RawReply):
-            return _Response(reply.status, reply.body, list(reply.headers))
-        if isinstance(reply, HttpErrorReply):
-            return _error_response(reply.status, reply.message, reply.headers)
-
-        message: dict[str, Any] = {"role": "assistant"}
-        if isinstance(reply, TextReply):
-            message["content"] = reply.content
-            finish_reason = reply.finish_reason
-        else:
-            message["content"] = reply.content
-            message["tool_calls"] = [
-                {
-                    "id": f"call_{next(self._call_ids)}",
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in reply.calls
-            ]
-            finish_reason = "tool_calls"
-
-        # A deterministic stand-in for token counts: about four characters per token.
-        prompt_tokens = max(1, len(json.dumps(body, sort_keys=True)) // 4)
-        completion_tokens = max(1, len(json.dumps(message, sort_keys=True)) // 4)
-        model = body.get("model")
-        return _json_response(
-            200,
-            {
-                "id": f"chatcmpl-scripted-{next(self._completion_ids)}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": model if isinstance(model, str) else self.models[0],
-                "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
-            },
-        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from remora.models.chat_stream import EventSplitter, StreamedReply
 from remora.models.openai_client import chat_body, completion_body
 from remora.models.scripted import DEFAULT_MODEL, ScriptedModelServer
 from remora.models.scripted_replies import Reply, Rule, _Response
@@ -48,6 +49,8 @@ class ScriptedModel:
     async def complete(self, request: ChatRequest) -> ModelReply:
         response = await self.server.answer_chat(json.dumps(chat_body(request)).encode())
         try:
+            if response.status == 200 and _streamed(response):
+                return parse_chat_reply(_fold(response.body, request))
             return parse_chat_reply(_json_of(response))
         except MalformedReply as exc:
             raise ModelError(f"malformed reply from the scripted model: {exc}") from exc
@@ -65,6 +68,22 @@ class ScriptedModel:
 
     async def aclose(self) -> None:
         return None
+
+
+def _streamed(response: _Response) -> bool:
+    return any(
+        name.lower() == "content-type" and value.startswith("text/event-stream")
+        for name, value in response.headers
+    )
+
+
+def _fold(body: bytes, request: ChatRequest) -> object:
+    """A streamed reply's events folded as the HTTP client folds them (progress included)."""
+    reply = StreamedReply()
+    for event in EventSplitter().feed(body):
+        if reply.add_event(event, request.on_progress):
+            break
+    return reply.body()
 
 
 def _json_of(response: _Response) -> object:

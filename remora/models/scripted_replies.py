@@ -1,6 +1,6 @@
 """What the scripted model answers: reply values (tool calls, text, HTTP errors, raw bytes,
-delays), their constructors, and the rule that calls every offered tool with arguments made from
-its schema."""
+delays, paced streams), their constructors, and the rule that calls every offered tool with
+arguments made from its schema."""
 
 from __future__ import annotations
 
@@ -12,14 +12,8 @@ from http import HTTPStatus
 from typing import Any, TypeAlias
 
 SUBMIT_TOOL = "submit_result"
-
-
 _MAX_SCHEMA_DEPTH = 32
-
-
 JSON: TypeAlias = Any
-
-
 Headers: TypeAlias = tuple[tuple[str, str], ...]
 
 
@@ -29,10 +23,17 @@ DEFAULT_MODEL = "google/functiongemma-270m-it"
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One function call; ``arguments`` is the JSON string sent on the wire, verbatim."""
+    """One function call; ``arguments`` is the JSON string sent on the wire, verbatim.
+    ``confidence``: the probability the model gave the tokens that spell ``name``, shown in its
+    log-probabilities when asked (where Remora reads a call's confidence); None: sure."""
 
     name: str
     arguments: str
+    confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.confidence is not None and not 0 < self.confidence <= 1:
+            raise ValueError(f"confidence must be in (0, 1], got {self.confidence!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +74,26 @@ class RawReply:
 class DelayedReply:
     """Another reply, sent after `seconds` (a server slower than the client's timeout)."""
 
-    reply: ToolCallsReply | TextReply | HttpErrorReply | RawReply
+    reply: ToolCallsReply | TextReply | HttpErrorReply | RawReply | PacedReply
     seconds: float
 
 
-Reply: TypeAlias = ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply
+@dataclass(frozen=True, slots=True)
+class PacedReply:
+    """A streamed reply's pace, for tests of idle timeouts: `every` seconds before each event after
+    the first, and `stall` more once after `stall_after` events (a reply that stops making
+    progress). Not streamed, it comes whole after the same waits in all."""
+
+    reply: ToolCallsReply | TextReply
+    every: float = 0.0
+    stall_after: int | None = None
+    stall: float = 0.0
 
 
+Reply: TypeAlias = (
+    ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply | PacedReply
+)
 Rule: TypeAlias = Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
-
-
 Arguments: TypeAlias = Mapping[str, Any] | str
 
 
@@ -97,17 +108,38 @@ def _headers(headers: Mapping[str, str] | None) -> Headers:
 
 
 def tool_call(
-    name: str, arguments: Arguments | None = None, *, content: str | None = None
+    name: str,
+    arguments: Arguments | None = None,
+    *,
+    content: str | None = None,
+    confidence: float | None = None,
 ) -> Reply:
-    """Reply with a single tool call; a str ``arguments`` is sent verbatim (may be invalid)."""
-    return ToolCallsReply((ToolCall(name, _encode_arguments(arguments)),), content)
+    """Reply with a single tool call; a str ``arguments`` is sent verbatim (may be invalid).
+    ``confidence``: the probability the model's log-probabilities give the call's name."""
+    return ToolCallsReply((ToolCall(name, _encode_arguments(arguments), confidence),), content)
 
 
-def tool_calls(*calls: tuple[str, Arguments], content: str | None = None) -> Reply:
-    """Reply with parallel tool calls, each given as ``(name, arguments)``."""
+def tool_calls(
+    *calls: tuple[str, Arguments] | tuple[str, Arguments, float | None], content: str | None = None
+) -> Reply:
+    """Reply with parallel tool calls, each given as ``(name, arguments)`` or
+    ``(name, arguments, confidence)``."""
     if not calls:
         raise ValueError("tool_calls() needs at least one (name, arguments) pair")
-    return ToolCallsReply(tuple(ToolCall(n, _encode_arguments(a)) for n, a in calls), content)
+    return ToolCallsReply(
+        tuple(ToolCall(call[0], _encode_arguments(call[1]), *call[2:]) for call in calls), content
+    )
+
+
+def paced(
+    reply: Reply, *, every: float = 0.0, stall_after: int | None = None, stall: float = 0.0
+) -> Reply:
+    """`reply` (tool calls or text) streamed at the pace `PacedReply` describes."""
+    if not isinstance(reply, ToolCallsReply | TextReply):
+        raise TypeError(f"only tool calls and text can be paced, not {reply!r}")
+    if every < 0 or stall < 0 or (stall_after is not None and stall_after < 0):
+        raise ValueError("paced() takes no negative waits or counts")
+    return PacedReply(reply, every, stall_after, stall)
 
 
 def text(content: str, *, finish_reason: str = "stop") -> Reply:
@@ -290,7 +322,7 @@ def _phrase(status: int) -> str:
 
 
 def _check_reply(item: object, what: str) -> Reply:
-    if not isinstance(item, ToolCallsReply | TextReply | HttpErrorReply | RawReply | DelayedReply):
+    if not isinstance(item, Reply):
         raise TypeError(f"{what} is not a reply: {item!r}")
     return item
 
@@ -303,9 +335,12 @@ def _error_body(status: int, message: str) -> bytes:
 
 @dataclass(slots=True)
 class _Response:
+    """`events`: a stream's events, each sent after its wait (s); `body` holds them all too."""
+
     status: int
     body: bytes
     headers: list[tuple[str, str]] = field(default_factory=list)
+    events: list[tuple[float, bytes]] | None = None
 
 
 def _json_response(status: int, payload: JSON) -> _Response:

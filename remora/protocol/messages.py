@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -22,10 +23,17 @@ class ToolCall(BaseModel):
     """Raw JSON text as the model wrote it; the runner parses and validates it."""
 
 
+TokenLogprob = tuple[str, float]
+"""One generated token's text and its log-probability under the model's own (unconstrained)
+distribution."""
+
+
 class ModelReply(BaseModel):
     content: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    logprobs: list[TokenLogprob] | None = None
+    """The reply's tokens with their log-probabilities, when they were asked for and given."""
 
     def as_message(self) -> Message:
         message: Message = {"role": "assistant", "content": self.content}
@@ -65,6 +73,23 @@ class ChatRequest:
     from the protocol module); engines that constrain decoding themselves may ignore it."""
     parallel_calls: bool = True
     """False: at most one call, and the reply ends with it (the model profile decides)."""
+    stream: bool = False
+    """Have the reply sent as it forms (server-sent events; the embedded engine reports each
+    token): `on_progress` sees it grow, and a reply that stops making progress is given up."""
+    logprobs: bool = False
+    """Ask for each generated token's log-probability (`ModelReply.logprobs`)."""
+    seed: int | None = None
+    """Sampling seed, so a reply sampled at a temperature above 0 can be asked for again."""
+    on_progress: Callable[[ReplyProgress], None] | None = None
+    """Called as a streamed reply grows (never for a reply that is not streamed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyProgress:
+    """A streamed reply so far: its text, and its calls as (name, arguments so far)."""
+
+    content: str
+    calls: tuple[tuple[str, str], ...]
 
 
 class ChatModel(Protocol):
@@ -120,7 +145,33 @@ def parse_chat_reply(data: object) -> ModelReply:
         name = _text(function.get("name"), f"{where}.function.name") or ""
         arguments = _text(function.get("arguments"), f"{where}.function.arguments") or ""
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-    return ModelReply(content=content, tool_calls=calls, usage=_usage(body.get("usage")))
+    return ModelReply(
+        content=content,
+        tool_calls=calls,
+        usage=_usage(body.get("usage")),
+        logprobs=_logprobs(choice.get("logprobs")),
+    )
+
+
+def _logprobs(value: object) -> list[TokenLogprob] | None:
+    """`choices[0].logprobs.content[]`'s tokens and log-probabilities (alternatives unread)."""
+    if value is None:
+        return None
+    entries = _object(value, "choices[0].logprobs").get("content")
+    if entries is None:
+        return None
+    if not isinstance(entries, list):
+        raise MalformedReply(f"choices[0].logprobs.content is {_kind(entries)}, not a list")
+    tokens: list[TokenLogprob] = []
+    for index, entry in enumerate(entries):
+        where = f"choices[0].logprobs.content[{index}]"
+        item = _object(entry, where)
+        token = _text(item.get("token"), f"{where}.token") or ""
+        logprob = item.get("logprob")
+        if isinstance(logprob, bool) or not isinstance(logprob, int | float) or logprob > 1e-6:
+            raise MalformedReply(f"{where}.logprob is {_kind(logprob)}, not a log-probability")
+        tokens.append((token, min(float(logprob), 0.0)))
+    return tokens
 
 
 def parse_model_list(data: object) -> list[dict[str, Any]]:

@@ -1,0 +1,45 @@
+"""The model's confidence in the tool it chose, from the log-probabilities of its reply.
+
+A call's confidence is the probability the model gave to the tokens that spell the tool's name
+after `call:` in its native output (FunctionGemma writes `call:NAME{...}`): the product of
+their probabilities, each under the model's own distribution before any grammar (vLLM's
+default `raw_logprobs`; the embedded engine computes the same). A token shared with the
+text around the name (`:find`, `_todos{`) counts: it carries the choice too. Low confidence
+means the model was torn between tools, or preferred something a grammar did not allow.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from remora.protocol.messages import TokenLogprob, ToolCall
+
+
+def call_confidence(logprobs: Sequence[TokenLogprob], calls: Sequence[ToolCall]) -> float | None:
+    """The lowest confidence among `calls` (each found in turn in the tokens' text), or None
+    when a call's name cannot be found there (a server that rewrote the output)."""
+    text = "".join(token for token, _ in logprobs)
+    ends = []
+    position = 0
+    for token, _ in logprobs:
+        position += len(token)
+        ends.append(position)
+    lowest: float | None = None
+    searched_from = 0
+    for call in calls:
+        found = re.compile(rf"call:({re.escape(call.name)})\{{").search(text, searched_from)
+        if found is None:
+            return None
+        start, end = found.span(1)
+        searched_from = found.end()
+        total = 0.0
+        token_start = 0
+        for (_, logprob), token_end in zip(logprobs, ends, strict=True):
+            if token_end > start and token_start < end:
+                total += logprob
+            token_start = token_end
+        confidence = math.exp(total)
+        lowest = confidence if lowest is None else min(lowest, confidence)
+    return lowest
