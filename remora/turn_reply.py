@@ -47,13 +47,16 @@ class TurnReply:
 
     async def ask(self, request: ChatRequest, turn: int) -> ModelReply:
         """The reply to keep for `turn`; `UnsureReply` when the agent ends unsure jobs."""
+        # Log-probabilities only where the model chooses a tool: a forced turn has no confidence
+        # to measure, and they cost the server bandwidth and the embedded engine a pass over
+        # the vocabulary per token.
+        choice = isinstance(request.tool_choice, str) and len(request.tools) > 1
         request = dataclasses.replace(
             request,
             stream=self.settings.stream,
-            logprobs=True,
+            logprobs=choice,
             on_progress=self._reporter(turn) if self.settings.stream else None,
         )
-        choice = isinstance(request.tool_choice, str) and len(request.tools) > 1
         reply, confidence = await self._once(request, turn, choice, attempt=0)
         threshold = self.policy.threshold
         if confidence is not None and threshold is not None and confidence < threshold:

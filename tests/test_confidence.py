@@ -94,7 +94,9 @@ async def test_confidence_is_recorded_in_the_result_and_the_events(
     assert result.confidence == pytest.approx(0.2)  # only recorded: no threshold set
     assert result.resamples == 0
     assert result.usage.requests == len(requests) == 2
-    assert all(body["logprobs"] is True and body["stream"] is True for body in requests)
+    assert all(body["stream"] is True for body in requests)
+    # Log-probabilities are asked for where the model chooses: not on the forced last turn.
+    assert [body.get("logprobs") for body in requests] == [True, None]
     responses = [event for event in events if event["event"] == "model_response"]
     # The first turn chose among tools; the last (of 2) offered only submit_result: no choice.
     assert [event["confidence"] for event in responses] == [pytest.approx(0.2), None]
