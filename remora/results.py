@@ -109,7 +109,7 @@ class JobResult(BaseModel):
     """The lowest confidence the model had in a tool it chose (turns where it had a choice, and
     the server gave log-probabilities)."""
     resamples: int = 0
-    """Turns asked again because the model was unsure (`confidence.below: resample`)."""
+    """Requests spent asking unsure turns again (`confidence.below: resample`)."""
 
 
 class AgentTally(BaseModel):

@@ -75,7 +75,9 @@ class TurnReply:
                 if confidence >= threshold:
                     break
         if confidence is not None:
-            self.confidence = min(confidence, self.confidence or 1.0)
+            self.confidence = (
+                confidence if self.confidence is None else min(confidence, self.confidence)
+            )
         return reply
 
     async def _once(

@@ -156,7 +156,10 @@ class RemoraFunctionGemmaToolParser(ToolParser):
     ) -> DeltaMessage | None:
         update = self._stream.update(current_text)
         if not update:
-            return None
+            # An empty delta, not None: vLLM skips a step whose delta is None, and that step's
+            # log-probabilities with it. Held back are `<start_function_call>call:NAME`, the
+            # very tokens Remora reads the model's confidence in its tool choice from.
+            return DeltaMessage()
         return DeltaMessage(
             content=update.content or None,
             tool_calls=[

@@ -499,3 +499,28 @@ def test_dockerfile_pins_vllm_and_ships_the_protocol_module(plugin: ModuleType) 
     compose = (SERVER / "docker-compose.yml").read_text(encoding="utf-8")
     assert f"image: remora-vllm:{plugin.VLLM_VERSION}" in compose
     assert "/health" in compose and "driver: nvidia" in compose
+
+
+def test_a_held_back_step_is_an_empty_delta_so_its_logprobs_are_sent(plugin: ModuleType) -> None:
+    """vLLM drops a step whose delta is None, log-probabilities included; the call's opening
+    (`<start_function_call>call:find`) is held back until the name is whole, and its tokens'
+    log-probabilities are what the tool-choice confidence is computed from."""
+    parser = make_parser(plugin)
+    output = fg.render_call("find_todos", {"marker": "TODO"})
+    previous = ""
+    messages = []
+    for end in range(1, len(output) + 1):
+        current = output[:end]
+        messages.append(
+            parser.extract_tool_calls_streaming(
+                previous, current, current[len(previous) :], [], [], [], request()
+            )
+        )
+        previous = current
+    assert all(message is not None for message in messages)  # every step sends a chunk
+    named = [message for message in messages if message is not None and message.tool_calls]
+    assert named[0].tool_calls[0].function is not None
+    assert named[0].tool_calls[0].function.name == "find_todos"
+    first = messages.index(named[0])
+    assert first >= len("<start_function_call>call:find_todos")  # held back till then
+    assert all(not m.tool_calls and m.content is None for m in messages[:first] if m is not None)

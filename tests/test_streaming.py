@@ -196,6 +196,10 @@ def test_a_server_that_does_not_stream_is_read_as_a_plain_reply() -> None:
     ("wire_bytes", "words"),
     [
         (b"data: {not json\n\n", "a streamed event is not JSON"),
+        (
+            b'data: {"choices": [{"index": 0, "delta": {"tool_calls": 5}}]}\n\n',
+            "a streamed delta's tool_calls is not a list",
+        ),
         (b"", "the stream ended before its first event"),
     ],
 )

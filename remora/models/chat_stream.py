@@ -5,9 +5,11 @@ Why stream: the live view sees each call as it forms (`ChatRequest.on_progress`)
 pace is visible, so one that stops making progress is given up while a slow one that keeps
 going is not; and a reply that may hold only one call is closed as soon as that call is whole.
 
-The guards of a plain reply hold here too: the wait for the first event is not bounded (the
-server may be queueing the request; `runner.job_timeout` bounds the job), every later gap is
-bounded by `server.timeout`; the bytes read are capped by `server.max_reply_mb`.
+The guards of a plain reply hold here too, in a stream's terms: the wait for the first event is
+not bounded (the server may be queueing the request; `runner.job_timeout` bounds the job), and
+from then on every wait for more bytes is bounded by `server.timeout`; the bytes read are capped
+by `server.max_reply_mb`. A whole reply sent instead of a stream, and an error body, are bounded
+by `runner.job_timeout` only.
 """
 
 from __future__ import annotations
@@ -97,7 +99,10 @@ class StreamedReply:
         if isinstance(delta.get("content"), str) and delta["content"]:
             self.content += delta["content"]
             grew = True
-        for entry in delta.get("tool_calls") or []:
+        entries = delta.get("tool_calls") or []
+        if not isinstance(entries, list):
+            raise MalformedReply("a streamed delta's tool_calls is not a list")
+        for entry in entries:
             if not isinstance(entry, dict) or not isinstance(entry.get("index", 0), int):
                 raise MalformedReply("a streamed tool call has no integer index")
             call = self.calls.setdefault(entry.get("index", 0), _Call())

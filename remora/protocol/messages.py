@@ -168,7 +168,11 @@ def _logprobs(value: object) -> list[TokenLogprob] | None:
         item = _object(entry, where)
         token = _text(item.get("token"), f"{where}.token") or ""
         logprob = item.get("logprob")
-        if isinstance(logprob, bool) or not isinstance(logprob, int | float) or logprob > 1e-6:
+        if (
+            isinstance(logprob, bool)
+            or not isinstance(logprob, int | float)
+            or not logprob <= 1e-6  # NaN too
+        ):
             raise MalformedReply(f"{where}.logprob is {_kind(logprob)}, not a log-probability")
         tokens.append((token, min(float(logprob), 0.0)))
     return tokens
