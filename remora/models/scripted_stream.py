@@ -128,8 +128,11 @@ def _deltas(
         name += [_Token(piece, rest) for piece in pieces[1:]]
         function = {"name": call.name, "arguments": ""}
         head = {"index": index, "id": call_id, "type": "function", "function": function}
-        opening = [_Token(START_CALL), _Token("call"), _Token(":"), *name, _Token("{")]
-        deltas.append(_Delta({"tool_calls": [head]}, opening))
+        # Held back by the server kit's parser until `call:NAME{` is whole, each of these steps
+        # is an empty delta carrying its token's log-probability, as vLLM sends it.
+        opening = [_Token(START_CALL), _Token("call"), _Token(":"), *name]
+        deltas += [_Delta({}, [token]) for token in opening]
+        deltas.append(_Delta({"tool_calls": [head]}, [_Token("{")]))
         for piece in _TOKEN.findall(call.arguments):
             arguments = {"index": index, "function": {"arguments": piece}}
             deltas.append(_Delta({"tool_calls": [arguments]}, [_Token(piece)]))
