@@ -13,20 +13,15 @@ from typing import Any
 import pytest
 
 from remora.agents.definition import Agent, load_agent
-from remora.config import CommandSettings, ConfidencePolicy, ModelProfileName, RunnerSettings
+from remora.config import ConfidencePolicy
 from remora.discovery.nodes import Node
 from remora.events import Events
 from remora.models.scripted import Reply, tool_call
-from remora.models.scripted_model import ScriptedModel
 from remora.protocol.confidence import call_confidence
 from remora.protocol.messages import ToolCall
-from remora.protocol.profiles import PROFILES
 from remora.results import ErrorCode, JobResult, JobStatus
-from remora.runner import FunctionGemmaRunner
-from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
-from remora.workspace import Workspace
-from tests.test_runner import anyio_backend, node, sandbox  # noqa: F401  (fixtures)
+from tests.test_runner import anyio_backend, node, run_job, sandbox  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.anyio
 
@@ -45,22 +40,14 @@ def agent_with(probe_agent: Path, max_turns: int | None = None, **policy: Any) -
 async def run(
     agent: Agent, node: Node, project: Path, sandbox: ToolSandbox, rule: Any, **settings: Any
 ) -> tuple[JobResult, list[dict[str, Any]], list[dict[str, Any]]]:
-    model = ScriptedModel(rule=rule)
     events = Events()
     seen: list[dict[str, Any]] = []
     events.listeners.append(seen.append)
-    result = await FunctionGemmaRunner(
-        agent,
-        node,
-        model=model,
-        sandbox=sandbox,
-        commands=CommandRunner(CommandSettings()),
-        workspace=Workspace(project),
-        profile=PROFILES[ModelProfileName.FUNCTIONGEMMA],
-        settings=RunnerSettings(**settings),
-        events=events.for_job("j", node.id, agent.name),
-    ).run()
-    return result, model.requests, seen
+    job_events = events.for_job("j", node.id, agent.name)
+    result, requests = await run_job(
+        None, agent, node, project, sandbox, rule=rule, events=job_events, **settings
+    )
+    return result, requests, seen
 
 
 def unsure_first(sure_when_hot: bool = True) -> Any:

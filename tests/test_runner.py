@@ -13,6 +13,7 @@ from remora.agents.definition import Agent, load_agent
 from remora.config import CommandSettings, ModelProfileName, RunnerSettings, ServerSettings
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
+from remora.events import JobEvents
 from remora.models.openai_client import OpenAIChatModel
 from remora.models.scripted import (
     http_error,
@@ -56,16 +57,18 @@ def node(project: Path) -> Node:
 
 
 async def run_job(
-    script: list[Any],
+    script: list[Any] | None,
     agent: Agent,
     node: Node,
     project: Path,
     sandbox: ToolSandbox,
     *,
     profile: ModelProfileName = ModelProfileName.FUNCTIONGEMMA,
+    rule: Any = None,
+    events: JobEvents | None = None,
     **runner: Any,
 ) -> tuple[JobResult, list[dict[str, Any]]]:
-    model = ScriptedModel(script)
+    model = ScriptedModel(script, rule=rule)
     result = await FunctionGemmaRunner(
         agent,
         node,
@@ -75,6 +78,7 @@ async def run_job(
         workspace=Workspace(project),
         profile=PROFILES[profile],
         settings=RunnerSettings(**runner),
+        events=events,
     ).run()
     return result, model.requests
 

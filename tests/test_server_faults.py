@@ -186,7 +186,8 @@ def client(url: str, **settings: Any) -> OpenAIChatModel:
     return OpenAIChatModel(ServerSettings(base_url=[url], **{"retries": 0, **settings}))
 
 
-async def ask(model: OpenAIChatModel | ReplicaRouter) -> ModelReply:
+async def ask(model: OpenAIChatModel | ReplicaRouter, **options: Any) -> ModelReply:
+    """A small chat request; `options` sets other `ChatRequest` fields (stream=True...)."""
     return await model.complete(
         ChatRequest(
             model=MODEL,
@@ -195,6 +196,7 @@ async def ask(model: OpenAIChatModel | ReplicaRouter) -> ModelReply:
             tool_choice="auto",
             max_tokens=16,
             temperature=0.0,
+            **options,
         )
     )
 

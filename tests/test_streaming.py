@@ -14,12 +14,12 @@ from typing import Any
 import anyio
 import pytest
 
-from remora.protocol.messages import ChatRequest, ModelError, ModelReply, ReplyProgress
+from remora.protocol.messages import ModelError, ModelReply, ReplyProgress
 from tests.test_server_faults import (
-    MODEL,
     HostileServer,
     Request,
     Wire,
+    ask,
     chat_body,
     client,
     head,
@@ -85,18 +85,11 @@ def ask_streamed(
     async def go() -> ModelReply:
         model = client(url, **kw)
         try:
-            return await model.complete(
-                ChatRequest(
-                    model=MODEL,
-                    messages=[{"role": "user", "content": "hi"}],
-                    tools=[],
-                    tool_choice="auto",
-                    max_tokens=16,
-                    temperature=0.0,
-                    stream=True,
-                    parallel_calls=parallel,
-                    on_progress=None if progress is None else progress.append,
-                )
+            return await ask(
+                model,
+                stream=True,
+                parallel_calls=parallel,
+                on_progress=None if progress is None else progress.append,
             )
         finally:
             await model.aclose()

@@ -22,7 +22,7 @@ import aiohttp
 import anyio
 
 from remora.models.http_guards import ReplyRefused, read_capped
-from remora.protocol.messages import MalformedReply, ReplyProgress
+from remora.protocol.messages import MalformedReply, ReplyProgress, parse_json
 
 
 class Stalled(Exception):
@@ -164,11 +164,7 @@ async def read_stream(
     """The reply body (parsed JSON) of a streamed request. A server that answers with a plain
     JSON body instead (it does not stream) is read as one."""
     if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
-        content = await read_capped(response, max_bytes)
-        try:
-            return json.loads(content)
-        except (ValueError, RecursionError) as exc:
-            raise MalformedReply(f"not JSON: {content[:120]!r}") from exc
+        return parse_json(await read_capped(response, max_bytes))
     if response.headers.get("Content-Encoding", "identity").lower() != "identity":
         raise ReplyRefused("a streamed reply must not be compressed (Remora asks for identity)")
     reply = StreamedReply()

@@ -54,6 +54,7 @@ from remora.protocol.messages import (
     ModelError,
     ModelReply,
     parse_chat_reply,
+    parse_json,
     parse_model_list,
 )
 from remora.results import ErrorCode
@@ -145,7 +146,7 @@ class OpenAIChatModel:
         url = self.base_url
         try:
             with anyio.fail_after(self.timeout):
-                data = _parse_json(await self.request("GET", "/models"))
+                data = parse_json(await self.request("GET", "/models"))
         except TimeoutError as exc:
             raise ModelError(
                 f"cannot reach the model server at {url}: GET /models did not complete within "
@@ -211,7 +212,7 @@ class OpenAIChatModel:
             if reader is not None:
                 return await self.request("POST", path, json.dumps(body).encode(), reader=reader)
             content = await self.request("POST", path, json.dumps(body).encode())
-            return _parse_json(content)
+            return parse_json(content)
         except StreamFailed as exc:
             raise ModelError(f"{url} ended the streamed reply with an error: {exc}") from exc
         except NoReply as exc:
@@ -314,13 +315,6 @@ def completion_body(model: str, request: CompletionRequest) -> dict[str, Any]:
     if request.stop:
         body["stop"] = request.stop
     return body
-
-
-def _parse_json(content: bytes) -> object:
-    try:
-        return json.loads(content)
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
-        raise MalformedReply(f"not JSON: {content[:120]!r}") from exc
 
 
 def _should_retry(error: NoReply | StatusError) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -103,6 +104,14 @@ class MalformedReply(ValueError):
     wrong, e.g. "choices[0].message.tool_calls[0].function.arguments is a list, not a string"."""
 
 
+def parse_json(content: bytes) -> object:
+    """A reply body as plain JSON, or `MalformedReply` quoting its start."""
+    try:
+        return json.loads(content)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
+        raise MalformedReply(f"not JSON: {content[:120]!r}") from exc
+
+
 def parse_chat_reply(data: object) -> ModelReply:
     """A chat-completions reply body (parsed JSON), checked field by field.
 
@@ -122,11 +131,7 @@ def parse_chat_reply(data: object) -> ModelReply:
         raise MalformedReply("it has no message (choices[0].message is null or missing)")
     message = _object(choice["message"], "choices[0].message")
     content = _text(message.get("content"), "choices[0].message.content")
-    raw_calls = message.get("tool_calls")
-    if raw_calls is None:
-        raw_calls = []
-    elif not isinstance(raw_calls, list):
-        raise MalformedReply(f"choices[0].message.tool_calls is {_kind(raw_calls)}, not a list")
+    raw_calls = _list(message.get("tool_calls"), "choices[0].message.tool_calls") or []
     calls: list[ToolCall] = []
     for index, raw_call in enumerate(raw_calls):
         where = f"choices[0].message.tool_calls[{index}]"
@@ -157,11 +162,11 @@ def _logprobs(value: object) -> list[TokenLogprob] | None:
     """`choices[0].logprobs.content[]`'s tokens and log-probabilities (alternatives unread)."""
     if value is None:
         return None
-    entries = _object(value, "choices[0].logprobs").get("content")
+    entries = _list(
+        _object(value, "choices[0].logprobs").get("content"), "choices[0].logprobs.content"
+    )
     if entries is None:
         return None
-    if not isinstance(entries, list):
-        raise MalformedReply(f"choices[0].logprobs.content is {_kind(entries)}, not a list")
     tokens: list[TokenLogprob] = []
     for index, entry in enumerate(entries):
         where = f"choices[0].logprobs.content[{index}]"
@@ -197,6 +202,13 @@ def parse_model_list(data: object) -> list[dict[str, Any]]:
 def _object(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise MalformedReply(f"{where} is {_kind(value)}, not an object")
+    return value
+
+
+def _list(value: object, where: str) -> list[Any] | None:
+    """A list, or None for null or missing."""
+    if value is not None and not isinstance(value, list):
+        raise MalformedReply(f"{where} is {_kind(value)}, not a list")
     return value
 
 
