@@ -82,6 +82,7 @@ def agent_fingerprint(agent: Agent) -> str:
         "max_turns": agent.max_turns,
         "model": agent.model,
         "confidence": agent.confidence.model_dump(),
+        "adapter": agent.adapter.identity if agent.adapter else None,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -212,7 +212,12 @@ class AgentSettings(Section):
     definition: Path | None = None
     """Path to the agent's YAML file; bundled agents need none."""
     model: str | None = None
-    """Served model or LoRA adapter name for this agent (overrides server.model)."""
+    """Served model or LoRA adapter name for this agent (overrides server.model and the
+    adapter's name)."""
+    adapter: Path | None = None
+    """A folder made by `remora train` (relative to the config file's folder), over the
+    agent's own `adapter:`. The embedded engine applies its adapter.gguf; a server is asked for
+    the adapter's name (docs/TRAINING.md)."""
     max_turns: int | None = Field(default=None, ge=1, le=100)
     options: dict[str, Any] = Field(default_factory=dict)
     """Agent-specific options, merged over the defaults in the agent's YAML."""

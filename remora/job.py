@@ -3,6 +3,7 @@ worker processes both run."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from remora.agents.definition import Agent
@@ -20,6 +21,16 @@ from remora.workspace import Workspace
 Job = tuple[Agent, Node]
 
 
+@dataclass(frozen=True)
+class JobOptions:
+    """How every job of a run is run, beyond the settings."""
+
+    keep_workspaces: bool = False
+    """Keep each job's workspace folder (its path is in the result)."""
+    record: bool = False
+    """Keep each job's transcript in its result (`--record`)."""
+
+
 def job_id(agent: Agent, node: Node) -> str:
     return f"{agent.name}:{node.id}"
 
@@ -33,13 +44,15 @@ async def run_job(
     commands: CommandRunner,
     settings: RemoraSettings,
     root: Path,
-    keep_workspaces: bool,
+    options: JobOptions,
     events: JobEvents,
 ) -> JobResult:
     """One job in its own workspace, in this process or a worker's; a crash is its result."""
     events.emit("job_started")
     profile = resolve_profile(settings.runner.model_profile, settings.server.model, agent.model)
-    workspace = Workspace(root, keep=keep_workspaces, copy_project=commands.confinement is None)
+    workspace = Workspace(
+        root, keep=options.keep_workspaces, copy_project=commands.confinement is None
+    )
     runner = FunctionGemmaRunner(
         agent,
         node,
@@ -50,6 +63,7 @@ async def run_job(
         profile=profile,
         settings=settings.runner,
         events=events,
+        record=options.record,
     )
     try:
         result = await runner.run()

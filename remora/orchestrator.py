@@ -14,7 +14,7 @@ from remora.cache import ResultCache
 from remora.config import RemoraSettings
 from remora.discovery.nodes import Node
 from remora.events import NO_EVENTS, Events, JobEvents
-from remora.job import Job, job_id, run_job
+from remora.job import Job, JobOptions, job_id, run_job
 from remora.protocol.messages import ChatModel
 from remora.results import JobResult
 from remora.sandbox.commands import CommandRunner
@@ -38,7 +38,7 @@ async def run_jobs(
     open_model: ModelOpener | None = None,
     settings: RemoraSettings,
     root: Path,
-    keep_workspaces: bool = False,
+    options: JobOptions = JobOptions(),  # noqa: B008 (frozen)
     cache: ResultCache | None = None,
     events: Events = NO_EVENTS,
     on_result: Callable[[JobResult], None] | None = None,
@@ -96,7 +96,7 @@ async def run_jobs(
                 workers=count,
                 settings=settings,
                 root=root,
-                keep_workspaces=keep_workspaces,
+                options=options,
                 events=events,
                 finish=finish,
             )
@@ -107,7 +107,7 @@ async def run_jobs(
                 model=chat_model,
                 settings=settings,
                 root=root,
-                keep_workspaces=keep_workspaces,
+                options=options,
                 events=events,
                 finish=finish,
             )
@@ -129,7 +129,7 @@ async def _run_here(
     model: ChatModel,
     settings: RemoraSettings,
     root: Path,
-    keep_workspaces: bool,
+    options: JobOptions,
     events: Events,
     finish: Callable[[int, JobResult], None],
 ) -> None:
@@ -149,7 +149,7 @@ async def _run_here(
                     commands=commands,
                     settings=settings,
                     root=root,
-                    keep_workspaces=keep_workspaces,
+                    options=options,
                     events=events.for_job(job_id(agent, node), node.id, agent.name),
                 )
             finish(index, result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from remora.discovery.nodes import Node
 from remora.errors import ExitCode
@@ -83,6 +83,25 @@ class Usage(BaseModel):
     """Model requests (chat turns, resamples and tools' completions)."""
 
 
+class TranscriptTurn(BaseModel):
+    """One request to the model and what it wrote."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["chat", "completion"]
+    """chat: a turn of the agent's conversation; completion: a tool's `complete` request."""
+    prompt: str
+    """The exact prompt text: the FunctionGemma rendering of the conversation and the tools
+    offered on that turn (the bytes the server's chat template and the embedded engine
+    produce), or a completion's raw prompt."""
+    reply: str
+    """What the model wrote, as it would have written it: for chat, the calls in the native
+    format ending at the stop marker; for a completion, its text."""
+    problems: tuple[str, ...] = ()
+    """Why the runner refused this turn's calls (unknown tool, invalid arguments, a repeat);
+    empty when every call was valid."""
+
+
 class JobResult(BaseModel):
     node: Node
     agent: str
@@ -110,6 +129,9 @@ class JobResult(BaseModel):
     the server gave log-probabilities)."""
     resamples: int = 0
     """Requests spent asking unsure turns again (`confidence.below: resample`)."""
+    transcript: list[TranscriptTurn] | None = Field(default=None, exclude=True)
+    """Every model request of the job, rendered, when the run records (`--record`); never in
+    reports or the cache."""
 
 
 class AgentTally(BaseModel):

@@ -17,6 +17,7 @@ from remora.config import RunnerSettings
 from remora.discovery.nodes import Node
 from remora.events import NO_EVENTS, JobEvents
 from remora.protocol.completion import CompletionModel, CompletionRequest
+from remora.protocol.functiongemma import render_prompt, render_reply
 from remora.protocol.messages import (
     ChatModel,
     ChatRequest,
@@ -28,7 +29,7 @@ from remora.protocol.messages import (
     tool_message,
 )
 from remora.protocol.profiles import ModelProfile, call_grammar
-from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus
+from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, TranscriptTurn
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions, injected_context
@@ -75,6 +76,7 @@ class FunctionGemmaRunner:
         profile: ModelProfile,
         settings: RunnerSettings,
         events: JobEvents | None = None,
+        record: bool = False,
     ) -> None:
         self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
         self.workspace, self.profile, self.settings = workspace, profile, settings
@@ -99,6 +101,8 @@ class FunctionGemmaRunner:
             model, settings, agent.confidence, self.events, f"{node.id}\0{agent.name}"
         )
         self.use_grammar = profile.uses_grammar(settings.grammar)
+        self.transcript: list[TranscriptTurn] | None = [] if record else None
+        """Every model request, rendered as the model saw it (`--record`)."""
 
     async def run(self) -> JobResult:
         """The job's status comes from what the tools verified, never from the model's words:
@@ -141,6 +145,7 @@ class FunctionGemmaRunner:
             resamples=self.replies.resamples,
             duration_s=time.perf_counter() - started,
             error=error,
+            transcript=self.transcript,
         )
 
     async def _turn_loop(self) -> dict[str, Any] | None:
@@ -155,17 +160,21 @@ class FunctionGemmaRunner:
             self.turns += 1
             last_turn = self.turns >= self.agent.max_turns
             tools, tool_choice = self.profile.request_tools(self.agent, last_turn=last_turn)
+            prompt = self._recorded_prompt(tools)
             reply = await self._ask(tools, tool_choice)
             self.messages.append(reply.as_message())
+            recorded_at = len(self.transcript or ())
             if reply.tool_calls:
                 offered = {schema["function"]["name"] for schema in tools}
                 submitted, problems = await self._dispatch(reply.tool_calls, offered)
+                self._record(recorded_at, prompt, reply, problems)
                 if submitted is not None:
                     return submitted
                 if self._finished():
                     break
             else:
                 problems = ["the reply contained no function call"]
+                self._record(recorded_at, prompt, reply, problems)
                 next_is_last = self.turns + 1 >= self.agent.max_turns
                 reminder = FINAL_REMINDER if next_is_last else REMINDER
                 self.messages.append({"role": "user", "content": reminder})
@@ -216,12 +225,38 @@ class FunctionGemmaRunner:
             self.turns,
         )
 
+    def _recorded_prompt(self, tools: list[dict[str, Any]]) -> str | None:
+        """The turn's prompt as the model sees it, when recording (rendered before the reply
+        is appended to the conversation)."""
+        if self.transcript is None:
+            return None
+        return render_prompt(self.messages, tools)
+
+    def _record(
+        self, position: int, prompt: str | None, reply: ModelReply, problems: list[str]
+    ) -> None:
+        """The turn into the transcript, at `position`: before the completions its tools asked
+        for, the order the model saw them in."""
+        if self.transcript is None or prompt is None:
+            return
+        turn = TranscriptTurn(
+            kind="chat",
+            prompt=prompt,
+            reply=render_reply(reply.as_message()),
+            problems=tuple(problems),
+        )
+        self.transcript.insert(position, turn)
+
     async def _complete(self, request: CompletionRequest) -> str:
         """The `complete` host function: the job's model continues a text for a tool."""
         if not isinstance(self.model, CompletionModel):
             raise RuntimeError("complete: this model server does not offer completions")
         started = time.perf_counter()
         completion = await self.model.complete_text(model=self.agent.model, request=request)
+        if self.transcript is not None:
+            self.transcript.append(
+                TranscriptTurn(kind="completion", prompt=request.prompt, reply=completion.text)
+            )
         usage = self.replies.usage
         usage.prompt_tokens += completion.usage.prompt_tokens
         usage.completion_tokens += completion.usage.completion_tokens

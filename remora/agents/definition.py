@@ -27,6 +27,7 @@ from remora.discovery.nodes import Node, NodeType
 from remora.errors import UserInputError
 from remora.protocol.messages import Message, ModelReply, ToolCall, tool_message
 from remora.sandbox.limits import Limits, resolve_limits
+from remora.training.card import Adapter, load_adapter
 from remora.yamlfile import YamlFile, validation_messages
 
 
@@ -111,6 +112,8 @@ class AgentDefinition(Strict):
     confidence: ConfidencePolicy = Field(default_factory=ConfidencePolicy)
     """What to do when the model is unsure which tool to call (a threshold, then resample or
     end the job not done)."""
+    adapter: Path | None = None
+    """A LoRA adapter folder made by `remora train`, relative to this file's folder."""
     examples: list[Example] = Field(default_factory=list, max_length=2)
     """Worked examples the model sees before every job of this agent, the same bytes each time
     (a prefix the engine and vLLM's prefix cache evaluate once)."""
@@ -145,6 +148,9 @@ class Agent(BaseModel):
     options: dict[str, Any]
     tool_limits: Limits
     confidence: ConfidencePolicy
+    adapter: Adapter | None = None
+    """The LoRA adapter the agent's requests use (its name is then `model`, unless the
+    configuration names another)."""
 
     @property
     def name(self) -> str:
@@ -255,10 +261,13 @@ def load_agent(
     options: dict[str, Any] | None = None,
     limits: Sequence[SandboxLimits] = (),
     confidence: ConfidencePolicy | None = None,
+    adapter: Adapter | None = None,
 ) -> Agent:
     """`limits` are the configuration's limit layers (the sandbox section, then the agent's
-    section); they override the agent's own."""
+    section); they override the agent's own. `adapter` (the configuration's) replaces the
+    agent's own `adapter:`."""
     definition, document = load_definition(path)
+    adapter = adapter or _own_adapter(definition, document, path)
     tools = load_tools(definition, document)
     by_name = {tool.name: tool for tool in tools}
     for index, name in enumerate(definition.observe):
@@ -282,9 +291,22 @@ def load_agent(
         options={**definition.options, **(options or {})},
         tool_limits=resolve_limits(definition.limits, *limits),
         confidence=confidence or definition.confidence,
+        adapter=adapter,
     )
     _check_template_renders(agent, document)
     return agent
+
+
+def _own_adapter(definition: AgentDefinition, document: YamlFile, path: Path) -> Adapter | None:
+    """The YAML's `adapter:`, a folder inside the agent's own folder: an agent folder that came
+    with a project may not point the engine at files elsewhere."""
+    if definition.adapter is None:
+        return None
+    where = document.where(["adapter"])
+    folder = (path.parent / definition.adapter).resolve()
+    if not folder.is_relative_to(path.parent.resolve()):
+        raise UserInputError(f"{where}: adapter: {definition.adapter} is outside the agent folder")
+    return load_adapter(folder, where=where)
 
 
 def _check_examples(

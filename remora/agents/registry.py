@@ -17,6 +17,7 @@ from remora.agents.definition import (
 )
 from remora.config_loading import LoadedSettings
 from remora.errors import UserInputError
+from remora.training.card import load_adapter
 
 DEFINITION_FILE = "agent.yaml"
 
@@ -85,6 +86,10 @@ def select_agents(
     agents = []
     for entry in chosen:
         own = settings.agents.get(entry.name)
+        adapter = None
+        if own and own.adapter:
+            where = f"agents.{entry.name}.adapter"
+            adapter = load_adapter((loaded.base_dir / own.adapter).resolve(), where=where)
         agent = load_agent(
             entry.path,
             model=model or (own.model if own and own.model else settings.server.model),
@@ -92,7 +97,13 @@ def select_agents(
             options={**(own.options if own else {}), **(options or {})},
             limits=[settings.sandbox, *([own.limits] if own else [])],
             confidence=own.confidence if own else None,
+            adapter=adapter,
         )
+        if agent.adapter is not None:
+            # The adapter's name is what a server serves it under and what the embedded engine
+            # knows it by; a name the configuration gives the agent wins on a server.
+            served = own.model if own and own.model and model is None else agent.adapter.name
+            agent = agent.model_copy(update={"model": served})
         if agent.name != entry.name:
             raise UserInputError(
                 f"{entry.path}: name: the agent is configured as {entry.name!r} "

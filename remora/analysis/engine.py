@@ -9,6 +9,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+import anyio
+import anyio.to_thread
+
 from remora.agents.definition import Agent
 from remora.config import ModelProfileName, RemoraSettings
 from remora.config_loading import LoadedSettings
@@ -19,6 +22,7 @@ from remora.models.openai_client import SERVER_DOCS
 from remora.models.resolve import open_local_model, select_engine
 from remora.models.router import Replica, ReplicaRouter
 from remora.protocol.messages import ChatModel, ModelError
+from remora.training.base_model import file_sha256
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ async def opened_model(
         model = choice.local
         seconds = await model.load()
         say(f"model loaded in {seconds:.1f} s")
+        await _use_adapters(model, agents, say)
     elif settings.server.base_url:
         model = server_model(settings.server, connections=settings.concurrency)
     else:
@@ -99,6 +104,29 @@ async def opened_model(
         yield model
     finally:
         await model.aclose()
+
+
+async def _use_adapters(
+    model: LocalChatModel, agents: Sequence[Agent], say: Callable[[str], None]
+) -> None:
+    """Load the agents' adapters into the engine, each only on the weights it was trained on
+    (an adapter of the same shape loads on other weights too, and means nothing there)."""
+    adapters = {agent.adapter.name: agent.adapter for agent in agents if agent.adapter}
+    if not adapters:
+        return
+    weights = await anyio.to_thread.run_sync(file_sha256, model.path)
+    for adapter in adapters.values():
+        if adapter.card.base.sha256 != weights:
+            raise RunFailed(
+                f"the adapter {adapter.folder} was trained on {adapter.card.base.name} "
+                f"(sha256 {adapter.card.base.sha256[:16]}), but the embedded engine runs "
+                f"{model.path.name} (sha256 {weights[:16]}): train it again on this model, or "
+                "set local.model_path to the model it was trained on"
+            )
+    await anyio.to_thread.run_sync(
+        model.use_adapters, {name: adapter.gguf for name, adapter in adapters.items()}
+    )
+    say("adapters: " + ", ".join(f"{name} ({a.folder})" for name, a in adapters.items()))
 
 
 async def check_served(

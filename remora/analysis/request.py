@@ -37,6 +37,9 @@ class AnalyzeRequest:
     edits: Edits = "report"
     unsafe_fixes: bool = False
     keep_workspaces: bool = False
+    record: Path | None = None
+    """Append every job's transcript to this folder (`AGENT.jsonl`); the cache is then neither
+    read nor written, so every job runs and is recorded."""
 
 
 def _ignore(_: object) -> None:

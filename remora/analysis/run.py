@@ -24,12 +24,13 @@ from remora.cache_folder import cache_dir_problem
 from remora.config_loading import LoadedSettings
 from remora.errors import RunFailed, UserInputError
 from remora.events import NO_EVENTS, Events
-from remora.job import Job, job_id
+from remora.job import Job, JobOptions, job_id
 from remora.models.adaptive import adapted
 from remora.orchestrator import emit_finished, run_jobs
 from remora.protocol.messages import ChatModel, ModelError
 from remora.results import JobResult, JobStatus, RunSummary
 from remora.sandbox.interpreter import project_python
+from remora.transcripts import TranscriptWriter
 
 
 async def analyze(
@@ -68,7 +69,9 @@ async def analyze(
     run_settings = choice.settings.model_copy(
         update={"sandbox": choice.settings.sandbox.model_copy(update={"commands": commands})}
     )
-    cache_folder = loaded.base_dir / settings.cache_dir if request.use_cache else None
+    use_cache = request.use_cache and request.record is None
+    cache_folder = loaded.base_dir / settings.cache_dir if use_cache else None
+    recorder = TranscriptWriter(request.record) if request.record is not None else None
     if cache_folder is not None and (problem := cache_dir_problem(cache_folder)):
         raise RunFailed(problem)  # before any work, not on the first write
     plan = make_plan(
@@ -116,6 +119,9 @@ async def analyze(
                 yield steered
 
     def finished(result: JobResult) -> None:
+        if recorder is not None:
+            model = next(agent.model for agent in agents if agent.name == result.agent)
+            recorder.write(result, model=model, temperature=settings.runner.temperature)
         filters.apply(result)
         hooks.result(result)
 
@@ -139,7 +145,9 @@ async def analyze(
             open_model=model,
             settings=run_settings,
             root=plan.root,
-            keep_workspaces=request.keep_workspaces,
+            options=JobOptions(
+                keep_workspaces=request.keep_workspaces, record=request.record is not None
+            ),
             cache=cache,
             events=events,
             on_result=finished,

@@ -118,6 +118,14 @@ def add_parser(commands: Any) -> None:
         help="keep each job's workspace directory (for debugging tools); paths in the report",
     )
     parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="DIR",
+        help="append every job's transcript (each prompt as the model saw it, what it wrote, "
+        "the verified outcome) to DIR/AGENT.jsonl, for `remora train`; runs every job (no "
+        "cache)",
+    )
+    parser.add_argument(
         "--dashboard",
         action="store_true",
         help="show a live dashboard on stderr while the analysis runs: jobs in flight, "
@@ -138,6 +146,7 @@ def request_from(args: argparse.Namespace) -> AnalyzeRequest:
         edits=edits,
         unsafe_fixes=args.unsafe_fixes,
         keep_workspaces=args.keep_workspaces,
+        record=args.record,
     )
 
 

@@ -56,7 +56,7 @@ def run_flags() -> argparse.ArgumentParser:
 def model_flags() -> argparse.ArgumentParser:
     """Which agents run, which model answers them, where results are cached: every command
     that runs agents."""
-    flags = argparse.ArgumentParser(add_help=False)
+    flags = argparse.ArgumentParser(add_help=False, parents=[server_flags()])
     flags.add_argument("--agents", metavar="A,B", help="run only these agents (comma-separated)")
     flags.add_argument(
         "--cache-dir",
@@ -64,6 +64,12 @@ def model_flags() -> argparse.ArgumentParser:
         metavar="DIR",
         help="cache folder (default .remora_cache; also cache_dir, REMORA_CACHE_DIR)",
     )
+    return flags
+
+
+def server_flags() -> argparse.ArgumentParser:
+    """Which server answers, and how many jobs run at once."""
+    flags = argparse.ArgumentParser(add_help=False)
     flags.add_argument(
         "--base-url",
         action="append",

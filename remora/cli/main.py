@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 
 from remora import __version__
-from remora.cli import analyze, dashboard, models, project, server, tool, watch
+from remora.cli import analyze, dashboard, models, project, server, tool, train, watch
 from remora.cli.console import fail, stderr
 from remora.errors import RunFailed, UserInputError
 from remora.signals import exit_code, terminate_as_interrupt, terminated
@@ -23,6 +23,7 @@ COMMANDS = (
     project.add_clean,
     models.add_models,
     models.add_check_server,
+    train.add_parser,
     project.add_config,
 )
 """The dispatch table, in the order `--help` lists the commands: each adds its parser, whose

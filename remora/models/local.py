@@ -143,6 +143,8 @@ class LocalChatModel:
         """Decides which waiting request gets a slot next."""
         self._load_lock = threading.Lock()
         self._stats_lock = threading.Lock()
+        self._adapters: dict[str, Path] = {}
+        """GGUF LoRA adapters by the name requests ask for them with (`request.model`)."""
 
     @property
     def recommended_concurrency(self) -> int:
@@ -169,6 +171,7 @@ class LocalChatModel:
                     for _ in range(_TEXT_CONTEXTS_PER_SLOT):
                         text = self._new_llama(llama, min(self.n_ctx, TEXT_N_CTX))
                         self._contexts.add("text", _Slot(llama, text))
+                self._load_adapters()
             except BaseException:
                 self._close_slots()
                 raise
@@ -204,6 +207,20 @@ class LocalChatModel:
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file"
             raise ModelError(f"cannot load {self.path}: {exc}") from exc
 
+    def use_adapters(self, adapters: Mapping[str, Path]) -> None:
+        """Make these adapters available to requests that name them (`request.model`), loaded
+        with the model (or now, if it is loaded). A request naming anything else gets the base
+        model. Blocking: call from a worker thread once loaded."""
+        with self._load_lock:
+            self._adapters.update(adapters)
+            if self.load_seconds is not None:
+                self._load_adapters()
+
+    def _load_adapters(self) -> None:
+        for slot in self._contexts.every():
+            for name, path in self._adapters.items():
+                slot.load_adapter(name, path)
+
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self.close)
 
@@ -226,7 +243,8 @@ class LocalChatModel:
         return [self.name]
 
     async def complete(self, request: ChatRequest) -> ModelReply:
-        """`request.model` is ignored (there is one model). So is `request.grammar`: the engine
+        """`request.model` names an adapter (`use_adapters`), else it is ignored (there is one
+        model). So is `request.grammar`: the engine
         always decodes under its own grammar (`grammar_for`), which also honours a named tool
         choice and `request.parallel_calls`."""
         messages = request.messages
@@ -251,15 +269,15 @@ class LocalChatModel:
                     seed=request.seed,
                     logprobs=request.logprobs,
                     on_text=on_text,
+                    adapter=self._adapter(request.model),
                 ),
                 limiter=self._limiter,
             )
         return generation_reply(generation, first_id=calls_so_far(messages))
 
     async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
-        """A raw continuation of `request.prompt` (no chat template, no grammar). `model` is
-        ignored, as in `complete`."""
-        del model
+        """A raw continuation of `request.prompt` (no chat template, no grammar), with the
+        adapter `model` names, if any."""
         await self.load()
         async with self._order.turn(0):
             generation = await anyio.to_thread.run_sync(
@@ -271,6 +289,7 @@ class LocalChatModel:
                     max_tokens=request.max_tokens,
                     temperature=request.temperature,
                     stops=[stop.encode("utf-8") for stop in request.stop if stop],
+                    adapter=self._adapter(model),
                 ),
                 limiter=self._limiter,
             )
@@ -282,6 +301,9 @@ class LocalChatModel:
                 completion_tokens=generation.completion_tokens,
             ),
         )
+
+    def _adapter(self, model: str) -> str | None:
+        return model if model in self._adapters else None
 
     def grammar_for(
         self, tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice, *, parallel: bool
@@ -314,10 +336,11 @@ class LocalChatModel:
         seed: int | None = None,
         logprobs: bool = False,
         on_text: Callable[[str], None] | None = None,
+        adapter: str | None = None,
     ) -> _Generation:
         # The limiter lets in no more threads than there are slots, so a context is idle unless
         # the model was closed while this request waited.
-        slot, prompt = self._contexts.take(use, prompt_text, max_tokens)
+        slot, prompt = self._contexts.take(use, prompt_text, max_tokens, adapter)
         try:
             room = slot.n_ctx - len(prompt)
             if room < 1:
@@ -335,6 +358,7 @@ class LocalChatModel:
                 stops=stops,
                 logprobs=logprobs,
                 on_text=on_text,
+                adapter=adapter,
             )
         finally:
             self._contexts.give_back(slot)

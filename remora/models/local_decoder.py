@@ -9,6 +9,7 @@ import ctypes
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from remora.models.llama_binding import _TOKEN_DATA_FIELDS
@@ -98,9 +99,41 @@ class _Slot:
         self.used = 0
         """When this context was last taken (a count of takes), for least-recently-used."""
         self.use: _Use = "chat"
+        self.adapter: str | None = None
+        """The LoRA adapter applied now, under which the held KV cache was computed."""
+        self._adapters: dict[str, Any] = {}
+        """Adapters loaded for this instance's model, by name."""
 
     def close(self) -> None:
+        for pointer in self._adapters.values():
+            self.llama.llama_adapter_lora_free(pointer)
+        self._adapters.clear()
         self.llm.close()
+
+    def load_adapter(self, name: str, path: Path) -> None:
+        """Load a GGUF LoRA adapter for this model (applied per request by `generate`)."""
+        if name in self._adapters:
+            return
+        pointer = self.llama.llama_adapter_lora_init(self.llm.model, str(path).encode())
+        if not pointer:  # llama.cpp logged why (another base model, a broken file)
+            raise ModelError(f"llama.cpp cannot load the adapter {path} on this model")
+        self._adapters[name] = pointer
+
+    def _apply(self, adapter: str | None) -> None:
+        """Switch adapters; what the context holds was computed under the old one, so none of
+        it is reused."""
+        if adapter == self.adapter:
+            return
+        if adapter is None:
+            failed = self.llama.llama_set_adapters_lora(self.llm.ctx, None, 0, None)
+        else:
+            pointers = (self.llama.llama_adapter_lora_p_ctypes * 1)(self._adapters[adapter])
+            scales = (ctypes.c_float * 1)(1.0)
+            failed = self.llama.llama_set_adapters_lora(self.llm.ctx, pointers, 1, scales)
+        if failed:
+            raise ModelError(f"llama.cpp could not apply the adapter {adapter}")
+        self.adapter = adapter
+        self._prompt_positions = 0
 
     def tokenize(self, text: str) -> list[int]:
         # The rendered prompt carries its own <bos>; control tokens are parsed, as a server
@@ -120,8 +153,11 @@ class _Slot:
         stops: Sequence[bytes] = (),
         logprobs: bool = False,
         on_text: Callable[[str], None] | None = None,
+        adapter: str | None = None,
     ) -> _Generation:
-        """`on_text` is called with the reply so far after every token (a streamed reply)."""
+        """`on_text` is called with the reply so far after every token (a streamed reply);
+        `adapter` names a loaded LoRA adapter to generate with (None: the base model)."""
+        self._apply(adapter)
         stats = EngineStats(generations=1, prompt_tokens=len(prompt))
         started = time.perf_counter()
         stats.prompt_tokens_evaluated = self._prime(prompt, check_cancelled)
@@ -168,8 +204,11 @@ class _Slot:
         total = float(np.exp(logits - peak).sum(dtype=np.float64))
         return min(float(logits[token]) - peak - float(np.log(total)), 0.0)
 
-    def reusable(self, prompt: list[int]) -> int:
-        """How many leading prompt tokens this context already holds from an earlier prompt."""
+    def reusable(self, prompt: list[int], adapter: str | None = None) -> int:
+        """How many leading prompt tokens this context already holds from an earlier prompt
+        (none when that was computed under another adapter)."""
+        if adapter != self.adapter:
+            return 0
         llm = self.llm
         held = np.asarray(llm.input_ids[: min(llm.n_tokens, self._prompt_positions)])
         size = max(0, min(len(held), len(prompt) - 1))
@@ -190,7 +229,7 @@ class _Slot:
         the last prompt token is evaluated again: its logits are what the first sample needs.
         """
         llm = self.llm
-        keep = self.reusable(prompt) // _EVAL_CHUNK * _EVAL_CHUNK
+        keep = self.reusable(prompt, self.adapter) // _EVAL_CHUNK * _EVAL_CHUNK
         memory = self.llama.llama_get_memory(llm.ctx)
         if keep > 0 and self.llama.llama_memory_seq_rm(memory, 0, keep, -1):
             llm.n_tokens = keep

@@ -37,7 +37,9 @@ class _Contexts:
             self._idle[use].append(slot)
             self._count += 1
 
-    def take(self, use: _Use, prompt_text: str, max_tokens: int) -> tuple[_Slot, list[int]]:
+    def take(
+        self, use: _Use, prompt_text: str, max_tokens: int, adapter: str | None = None
+    ) -> tuple[_Slot, list[int]]:
         with self._changed:
             idle = self._idle[use]
             if not idle:
@@ -47,7 +49,10 @@ class _Contexts:
                 idle = self._idle["chat"]  # one per slot, so one is idle as well
             # The most whole chunks reused; without any, the context used least recently (so
             # another job's conversation stays).
-            best = max(idle, key=lambda slot: (slot.reusable(prompt) // _EVAL_CHUNK, -slot.used))
+            best = max(
+                idle,
+                key=lambda slot: (slot.reusable(prompt, adapter) // _EVAL_CHUNK, -slot.used),
+            )
             idle.remove(best)
             self._uses += 1
             best.used = self._uses
@@ -57,6 +62,13 @@ class _Contexts:
         with self._changed:
             self._idle[slot.use].append(slot)
             self._changed.notify_all()
+
+    def every(self) -> list[_Slot]:
+        """Every context, once the generations in flight have given theirs back (they stay
+        available: for loading adapters into each)."""
+        with self._changed:
+            self._changed.wait_for(lambda: sum(map(len, self._idle.values())) == self._count)
+            return [slot for idle in self._idle.values() for slot in idle]
 
     def take_all(self) -> list[_Slot]:
         """Every context, once the generations in flight have given theirs back."""

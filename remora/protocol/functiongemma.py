@@ -83,6 +83,7 @@ __all__ = [
     "render_call",
     "render_declaration",
     "render_prompt",
+    "render_reply",
     "render_response",
     "structural_tag",
 ]
@@ -233,6 +234,21 @@ def render_response(name: str, content: str) -> str:
         + "}"
         + END_FUNCTION_RESPONSE
     )
+
+
+def render_reply(message: Mapping[str, Any]) -> str:
+    """What the model writes for an assistant message, after its prompt: the trimmed text, the
+    calls, and the stop the model ends on (``<start_function_response>`` after calls, where the
+    results will follow; ``<end_of_turn>`` after text alone). The target text of training."""
+    tool_calls = message.get("tool_calls")
+    made = list(tool_calls) if isinstance(tool_calls, list) else []
+    functions = [_function_of(call) for call in made if isinstance(call, Mapping)]
+    calls = "".join(
+        render_call(str(function.get("name")), _call_arguments(function.get("arguments")))
+        for function in functions
+    )
+    end = START_FUNCTION_RESPONSE if calls else END_OF_TURN
+    return _text(message.get("content")).strip() + calls + end
 
 
 def _text(content: Any) -> str:

@@ -80,7 +80,7 @@ async def serve(fd: int) -> None:
                 commands=commands,
                 settings=settings,
                 root=start.root,
-                keep_workspaces=start.keep_workspaces,
+                options=start.options,
                 events=events.for_job(job_id(agent, node), node.id, agent.name),
             )
         outbox.put(("result", index, result))

@@ -17,7 +17,7 @@ from anyio.abc import Process
 
 from remora.config import RemoraSettings
 from remora.events import Events
-from remora.job import Job, crashed
+from remora.job import Job, JobOptions, crashed
 from remora.results import JobResult
 from remora.workers.start import WorkerStart
 from remora.workers.wire import frame, open_stream, receive, send
@@ -59,7 +59,7 @@ async def run_in_workers(
     workers: int,
     settings: RemoraSettings,
     root: Path,
-    keep_workspaces: bool,
+    options: JobOptions,
     events: Events,
     finish: Callable[[int, JobResult], None],
 ) -> None:
@@ -76,7 +76,7 @@ async def run_in_workers(
             settings=settings,
             agents=agents,
             root=root,
-            keep_workspaces=keep_workspaces,
+            options=options,
             share=share,
             run_id=events.run_id,
             events=events.active,

