@@ -100,6 +100,16 @@ class TranscriptTurn(BaseModel):
     problems: tuple[str, ...] = ()
     """Why the runner refused this turn's calls (unknown tool, invalid arguments, a repeat);
     empty when every call was valid."""
+    kept: bool | None = None
+    """For a completion in a job that succeeded: whether the first line it wrote is in the
+    job's verified changes (a draft the tool kept, not one it threw away); else None."""
+
+    def kept_part(self) -> str:
+        """A completion's text through its first non-blank line (and that line's end): the
+        part a tool keeps of a draft."""
+        start = len(self.reply) - len(self.reply.lstrip())
+        end = self.reply.find("\n", start)
+        return self.reply if end == -1 else self.reply[: end + 1]
 
 
 class JobResult(BaseModel):

@@ -42,6 +42,14 @@ REMINDER = "Reply with a function call: one of the tools, or submit_result when 
 FINAL_REMINDER = "This is the last turn: call submit_result now."
 
 
+def _kept(turn: TranscriptTurn, written: str) -> TranscriptTurn:
+    """A completion marked with whether a tool kept its first line in the job's changes."""
+    if turn.kind != "completion":
+        return turn
+    line = turn.kept_part().strip()
+    return turn.model_copy(update={"kept": bool(line) and line in written})
+
+
 class JobEnded(Exception):
     """The agent stopped without a valid submit_result."""
 
@@ -129,6 +137,10 @@ class FunctionGemmaRunner:
         outcome, summary = self.verified or (None, "")
         if status is JobStatus.FAILED and outcome is not None:
             status, error = JobStatus.SUCCESS, None
+        changes = self.workspace.diff() if status is JobStatus.SUCCESS else []
+        if self.transcript and changes:
+            written = "\n".join(change.new_text for change in changes)
+            self.transcript = [_kept(turn, written) for turn in self.transcript]
         return JobResult(
             node=self.node,
             agent=self.agent.name,
@@ -137,7 +149,7 @@ class FunctionGemmaRunner:
             outcome=outcome if status is JobStatus.SUCCESS else None,
             note=model_note(submitted, self.agent),
             findings=list(self.findings.values()),
-            changes=self.workspace.diff() if status is JobStatus.SUCCESS else [],
+            changes=changes,
             submitted=submitted,
             turns=self.turns,
             usage=self.replies.usage,

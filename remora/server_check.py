@@ -322,6 +322,7 @@ def _missing(name: str, models: list[ServedModel]) -> str:
 
 def _missing_fix(agent: str, name: str) -> str:
     return (
-        f"serve it (an adapter: add {name}=/path/to/adapter to REMORA_LORA_MODULES, see "
+        f"serve it (an adapter made by `remora train`: put its folder in the server kit's "
+        f"adapters folder, or add {name}=ADAPTER/peft to REMORA_LORA_MODULES; see "
         f"{SERVER_DOCS}) or set agents.{agent}.model to a served name"
     )

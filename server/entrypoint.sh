@@ -22,6 +22,10 @@
 #   REMORA_LORA_MODULES            LoRA adapters, space separated NAME=PATH pairs, e.g.
 #                                  "lint=/adapters/lint docstring=/adapters/docstring"; enables
 #                                  LoRA. Select one per agent with agents.<name>.model: NAME
+#   REMORA_ADAPTERS_DIR            folder of adapters made by `remora train` [/adapters]: each
+#                                  ADAPTER/card.json found there is served as its card's name
+#                                  (remora-AGENT) from ADAPTER/peft, which is the name agents
+#                                  with that adapter ask for; enables LoRA
 #   REMORA_MAX_LORAS               adapters active in one batch [4]
 #   REMORA_MAX_LORA_RANK           largest adapter rank [16]
 #   REMORA_API_KEY                 require this bearer token (Remora: server.api_key) [none]
@@ -58,6 +62,7 @@ case "${REMORA_ENABLE_PREFIX_CACHING:-1}" in
   *) echo "REMORA_ENABLE_PREFIX_CACHING must be 1 or 0" >&2; exit 2 ;;
 esac
 
+lora_modules=()
 if [[ -n "${REMORA_LORA_MODULES:-}" ]]; then
   read -r -a lora_modules <<< "$REMORA_LORA_MODULES"
   for module in "${lora_modules[@]}"; do
@@ -66,6 +71,16 @@ if [[ -n "${REMORA_LORA_MODULES:-}" ]]; then
       exit 2
     fi
   done
+fi
+for card in "${REMORA_ADAPTERS_DIR:-/adapters}"/*/card.json; do
+  [[ -f "$card" ]] || continue
+  name="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["name"])' "$card")" || {
+    echo "REMORA_ADAPTERS_DIR: $card is not an adapter card" >&2
+    exit 2
+  }
+  lora_modules+=("$name=$(dirname "$card")/peft")
+done
+if (( ${#lora_modules[@]} )); then
   args+=(
     --enable-lora
     --lora-modules "${lora_modules[@]}"

@@ -529,6 +529,24 @@ def test_entrypoint_lora_and_overrides() -> None:
     assert command[command.index("--dtype") + 1] == "bfloat16"
 
 
+def test_entrypoint_serves_each_trained_adapter_under_its_card_name(tmp_path: Path) -> None:
+    for agent in ("docstring", "test"):
+        (tmp_path / agent / "peft").mkdir(parents=True)
+        (tmp_path / agent / "card.json").write_text(json.dumps({"name": f"remora-{agent}"}))
+    (tmp_path / "notes").mkdir()  # not an adapter: no card
+    result = dry_run(REMORA_ADAPTERS_DIR=str(tmp_path), REMORA_LORA_MODULES="lint=/x/lint")
+    assert result.returncode == 0, result.stderr
+    command = result.stdout.split()
+    lora = command.index("--lora-modules")
+    assert command[lora + 1 : lora + 4] == [
+        "lint=/x/lint",
+        f"remora-docstring={tmp_path}/docstring/peft",
+        f"remora-test={tmp_path}/test/peft",
+    ]
+    (tmp_path / "test" / "card.json").write_text("{")
+    assert dry_run(REMORA_ADAPTERS_DIR=str(tmp_path)).returncode == 2
+
+
 def test_entrypoint_rejects_bad_settings() -> None:
     assert dry_run(REMORA_LORA_MODULES="lint").returncode == 2
     assert dry_run(REMORA_ENABLE_PREFIX_CACHING="maybe").returncode == 2

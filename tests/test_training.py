@@ -52,7 +52,10 @@ def test_examples_are_accepted_turns_of_verified_jobs_once_each() -> None:
             turns=[
                 chat("p1", "bad", ("unknown tool",)),  # refused: a mistake, not a lesson
                 chat("p1", "good"),
-                TranscriptTurn(kind="completion", prompt="def f():\n", reply='"""Draft."""'),
+                TranscriptTurn(kind="completion", prompt="d1", reply="Thrown away.", kept=False),
+                TranscriptTurn(
+                    kind="completion", prompt="d2", reply=" Kept.\n    More.", kept=True
+                ),
             ],
         ),
         transcript("b.py", turns=[chat("p1", "good")]),  # the same turn again: kept once
@@ -60,8 +63,13 @@ def test_examples_are_accepted_turns_of_verified_jobs_once_each() -> None:
         transcript("d.py", turns=[chat("p3", "good")]),
     ]
     data = training_set(records, "docstring", share=0.0, seed=0)
-    assert [(e.prompt, e.reply) for e in data.train] == [("p1", "good"), ("p3", "good")]
-    assert (data.jobs, data.verified_jobs, data.turns) == (4, 3, 3)
+    # A kept draft teaches the line the tool kept, and to end it there.
+    assert [(e.prompt, e.reply) for e in data.train] == [
+        ("p1", "good"),
+        ("d2", " Kept.\n"),
+        ("p3", "good"),
+    ]
+    assert (data.jobs, data.verified_jobs, data.turns) == (4, 3, 4)
     assert training_set(records, "lint", share=0.0, seed=0).jobs == 0
 
     split = training_set(records, "docstring", share=0.5, seed=0)
@@ -262,7 +270,8 @@ def test_remora_train_from_recorded_transcripts_to_an_adapter_analyze_uses(
     monkeypatch.chdir(project)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tiny["folder"] / "xdg"))  # converted once, above
     record = project / "transcripts"
-    script = [tool_call("find_todos", {}), tool_call("submit_result", {"summary": "One TODO.", "todo_count": 1})]
+    submit = tool_call("submit_result", {"summary": "One TODO.", "todo_count": 1})
+    script = [tool_call("find_todos", {}), submit]
     for _ in range(2):  # the same verified turns twice: one example each
         with ScriptedModelServer(script=script) as server:
             args = ["analyze", "pkg", "--base-url", server.base_url, "--record", str(record)]
@@ -297,6 +306,39 @@ def test_remora_train_from_recorded_transcripts_to_an_adapter_analyze_uses(
     assert json.loads(report)["results"][0]["status"] in ("success", "failed")
 
 
+@needs_train
+def test_remora_train_collects_sampled_attempts_and_resumes_them(
+    tiny: dict[str, Any],
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tiny["folder"] / "xdg"))
+    submit = tool_call("submit_result", {"summary": "One TODO.", "todo_count": 1})
+    out = project / "adapters" / "probe"
+    with ScriptedModelServer(script=[tool_call("find_todos", {}), submit] * 2) as server:
+        train = ["train", "probe", "pkg", "--base-url", server.base_url, "--out", str(out)]
+        train += ["--base-model", str(tiny["gguf"]), "--attempts", "2", "--held-out", "0"]
+        train += ["--temperature", "0.7", "--epochs", "1", "--min-examples", "2"]
+        code, _, err = run_cli(train, capsys)
+        requests = server.requests
+    assert code == 0, err
+    assert "attempt 1 of 2" in err and "attempt 2 of 2" in err
+    assert {request["temperature"] for request in requests} == {0.7}
+    assert len(read_transcripts(out / "transcripts" / "attempt-2")) == 1
+    card = json.loads((out / "card.json").read_text())
+    assert card["data"]["attempts"] == 2 and card["data"]["temperature"] == 0.7
+    assert card["data"]["jobs"] == 2 and card["data"]["train_examples"] == 2
+    assert card["scores"]["held_out_jobs"] == 0  # a server's model: not scored here
+
+    # Run again: the finished attempts are not collected again (no server is even needed).
+    code, _, err = run_cli(train, capsys)
+    assert code == 0, err
+    assert "attempt" not in err
+
+
 def test_an_adapter_outside_the_agent_folder_is_refused(tmp_path: Path) -> None:
     from remora.agents.definition import load_agent
 
@@ -311,5 +353,92 @@ def test_an_adapter_outside_the_agent_folder_is_refused(tmp_path: Path) -> None:
             target.write_bytes(item.read_bytes())
     yaml = agent / "agent.yaml"
     yaml.write_text(yaml.read_text() + "adapter: ../elsewhere\n")
-    with pytest.raises(UserInputError, match="adapter: ../elsewhere is outside the agent folder"):
+    outside = r"adapter: \.\./elsewhere is outside the agent folder"
+    with pytest.raises(UserInputError, match=outside):
         load_agent(yaml, model="m")
+
+
+# -- adapters at run time (no training dependency) ---------------------------------------------
+
+
+def fake_adapter(folder: Path, agent: str, *, gguf: bytes = b"GGUF adapter") -> Path:
+    """An adapter folder as `remora train` leaves it (the weights are not read here)."""
+    from remora.training.base_model import file_sha256
+    from remora.training.card import (
+        AdapterCard,
+        BaseIdentity,
+        DataCounts,
+        Scores,
+        TrainingRun,
+        write_card,
+    )
+
+    folder.mkdir(parents=True)
+    (folder / "adapter.gguf").write_bytes(gguf)
+    card = AdapterCard(
+        name=f"remora-{agent}",
+        agent=agent,
+        base=BaseIdentity(name="base.gguf", sha256="ab" * 32, architecture="gemma3"),
+        lora=LoraShape(),
+        data=DataCounts(
+            attempts=1,
+            temperature=0.8,
+            jobs=1,
+            verified_jobs=1,
+            turns=1,
+            train_examples=1,
+            held_out_examples=0,
+            held_out_files=0,
+            too_long=0,
+        ),
+        scores=Scores(held_out_loss_before=None, held_out_loss_after=None),
+        training=TrainingRun(steps=1, seconds=1.0, peak_memory_mb=1.0, threads=1, device="cpu"),
+        seed=0,
+        created="2026-11-25T00:00:00+00:00",
+        remora_version="0",
+        gguf_sha256=file_sha256(folder / "adapter.gguf"),
+    )
+    write_card(folder, card)
+    return folder
+
+
+def test_a_server_is_asked_for_the_adapter_and_check_server_finds_it(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.test_check_server import GEMMA, VllmLikeServer, kit
+
+    monkeypatch.chdir(project)
+    fake_adapter(project / "adapters" / "probe", "probe")
+    config = probe_config.read_text().replace("agent.yaml}", "agent.yaml, adapter: adapters/probe}")
+    probe_config.write_text(config)
+    script = [tool_call("find_todos", {}), tool_call("submit_result", {"todo_count": 1})]
+    with ScriptedModelServer(script=script, models=["remora-probe"]) as server:
+        code, out, err = run_cli(["analyze", "pkg", "--base-url", server.base_url], capsys)
+        assert {request["model"] for request in server.requests} == {"remora-probe"}, err
+
+    with VllmLikeServer(rule=kit, models=[GEMMA], adapters={"remora-probe": GEMMA}) as server:
+        code, out, _ = run_cli(["check-server", "--base-url", server.base_url], capsys)
+    assert "agent probe" in out and f"remora-probe: a LoRA adapter on {GEMMA}" in out, out
+    with VllmLikeServer(rule=kit, models=[GEMMA]) as server:
+        code, out, _ = run_cli(["check-server", "--base-url", server.base_url], capsys)
+    assert code == 2 and "remora-probe is not served" in out and "adapters folder" in out
+
+
+def test_the_adapter_is_part_of_the_cache_key(tmp_path: Path) -> None:
+    from remora.agents.definition import load_agent
+    from remora.cache import agent_fingerprint
+
+    repo = Path(__file__).resolve().parent.parent
+    yaml = repo / "agents" / "docstring" / "agent.yaml"
+    first = load_adapter(fake_adapter(tmp_path / "a", "docstring"), where="test")
+    other = load_adapter(fake_adapter(tmp_path / "b", "docstring", gguf=b"other"), where="test")
+    prints = {
+        agent_fingerprint(load_agent(yaml, model="remora-docstring", adapter=adapter))
+        for adapter in (None, first, other)
+    }
+    assert len(prints) == 3
+    with pytest.raises(UserInputError, match=r"has no card\.json"):
+        load_adapter(tmp_path, where="agents.docstring.adapter")

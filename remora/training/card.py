@@ -50,7 +50,8 @@ class DataCounts(_Strict):
     jobs: int
     verified_jobs: int
     turns: int
-    """Accepted model turns of the verified jobs, before duplicates were dropped."""
+    """Accepted chat turns and kept completions of the verified jobs, before duplicates were
+    dropped."""
     train_examples: int
     held_out_examples: int
     held_out_files: int

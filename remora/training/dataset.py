@@ -33,7 +33,8 @@ class TrainingSet:
     verified_jobs: int
     """Of them, jobs whose outcome a tool verified."""
     turns: int
-    """Accepted chat turns of the verified jobs, before duplicates were dropped."""
+    """Accepted chat turns and kept completions of the verified jobs, before duplicates were
+    dropped."""
     held_out_files: frozenset[str]
 
     def digest(self) -> str:
@@ -59,8 +60,8 @@ def held_out(files: Iterable[str], share: float, seed: int) -> frozenset[str]:
 def training_set(
     transcripts: Iterable[Transcript], agent: str, *, share: float, seed: int
 ) -> TrainingSet:
-    """The agent's examples: each accepted chat turn of each verified job, deduplicated; those
-    of the held-out files kept apart for scoring."""
+    """The agent's examples: each accepted chat turn and each kept completion (its kept line)
+    of each verified job, deduplicated; those of the held-out files kept apart for scoring."""
     mine = [transcript for transcript in transcripts if transcript.agent == agent]
     verified = [transcript for transcript in mine if transcript.verified]
     outside = held_out((transcript.file for transcript in mine), share, seed)
@@ -70,11 +71,12 @@ def training_set(
     turns = 0
     for transcript in verified:
         for turn in transcript.turns:
-            # Completions are drafts a tool may have thrown away; refused calls are mistakes.
-            if turn.kind != "chat" or turn.problems:
+            # Refused calls are mistakes; drafts a tool threw away are not lessons either.
+            if turn.problems or (turn.kind == "completion" and not turn.kept):
                 continue
             turns += 1
-            example = Example(turn.prompt, turn.reply, transcript.file)
+            reply = turn.kept_part() if turn.kind == "completion" else turn.reply
+            example = Example(turn.prompt, reply, transcript.file)
             if example.key in seen:
                 continue
             seen.add(example.key)
