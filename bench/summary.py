@@ -18,6 +18,7 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 ORDER = [
     "agent_quality",
     "confidence",
+    "train",
     "orchestrator",
     "client_overhead",
     "reference_workload",
@@ -30,6 +31,7 @@ ORDER = [
 TITLES = {
     "agent_quality": 'Agent quality with the real model (issue "Agents that do real work...")',
     "confidence": 'Tool-choice confidence (issue "Streaming replies and tool-choice...")',
+    "train": 'Training an adapter (issue "Agents that learn...")',
     "orchestrator": "Orchestrator efficiency",
     "client_overhead": "Client overhead",
     "reference_workload": "Reference workload (lint + docstring, 43 jobs)",

@@ -42,12 +42,18 @@ REMINDER = "Reply with a function call: one of the tools, or submit_result when 
 FINAL_REMINDER = "This is the last turn: call submit_result now."
 
 
-def _kept(turn: TranscriptTurn, written: str) -> TranscriptTurn:
-    """A completion marked with whether a tool kept its first line in the job's changes."""
+KEPT_MIN_CHARACTERS = 8
+"""A shorter first line (`1)`) could be found in an added line by chance."""
+
+
+def _kept(turn: TranscriptTurn, added: list[str]) -> TranscriptTurn:
+    """A completion marked with whether a tool kept its first line: it is in a line the job's
+    verified changes added (not just anywhere in the file, which holds the code it copied)."""
     if turn.kind != "completion":
         return turn
     line = turn.kept_part().strip()
-    return turn.model_copy(update={"kept": bool(line) and line in written})
+    kept = len(line) >= KEPT_MIN_CHARACTERS and any(line in other for other in added)
+    return turn.model_copy(update={"kept": kept})
 
 
 class JobEnded(Exception):
@@ -139,8 +145,8 @@ class FunctionGemmaRunner:
             status, error = JobStatus.SUCCESS, None
         changes = self.workspace.diff() if status is JobStatus.SUCCESS else []
         if self.transcript and changes:
-            written = "\n".join(change.new_text for change in changes)
-            self.transcript = [_kept(turn, written) for turn in self.transcript]
+            added = [line[1:] for c in changes for line in c.diff.splitlines() if line[:1] == "+"]
+            self.transcript = [_kept(turn, added) for turn in self.transcript]
         return JobResult(
             node=self.node,
             agent=self.agent.name,

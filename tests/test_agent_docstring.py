@@ -24,6 +24,7 @@ from remora.tool_library.docstring_check import check_docstring
 from remora.tool_library.docstring_parse import parse_docstring
 from remora.tool_library.docstring_render import render_docstring
 from remora.tool_library.source_compare import compare_python
+from remora.transcripts import read_transcripts
 
 REPO = Path(__file__).parent.parent
 DEMO = REPO / "examples" / "demo"
@@ -656,3 +657,23 @@ def test_parse_and_render_round_trip(docstring: str) -> None:
     assert parts["returns"] is not None
     literal = render_docstring(parts, parts["style"], indent="")
     assert literal == f'"""{text}\n"""'
+
+
+def test_recorded_drafts_say_which_the_tool_kept(
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """For `remora train`: a draft the tool refused is not a lesson, even though its text (code
+    it copied) is in the file; the draft it wrote is."""
+    model = DocstringWriter(summary="return round(price, 2)", retry=True)
+    analyze(model, "--record", str(tmp_path / "record"), capsys=capsys)
+    (job,) = [
+        transcript
+        for transcript in read_transcripts(tmp_path / "record")
+        if transcript.node == "styled/price.py::discounted"
+    ]
+    assert job.verified
+    assert job.turns[0].kind == "chat"  # the turn, then the completions its tool asked for
+    drafts = {turn.kept_part().strip(): turn.kept for turn in job.turns[1:]}
+    assert all(turn.kind == "completion" for turn in job.turns[1:])
+    assert drafts["return round(price, 2)"] is False
+    assert drafts["Summary of discounted."] is True

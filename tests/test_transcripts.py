@@ -9,7 +9,7 @@ import pytest
 
 from remora.errors import UserInputError
 from remora.models.scripted import ScriptedModelServer, tool_call
-from remora.protocol.functiongemma import START_FUNCTION_RESPONSE, render_prompt, render_reply
+from remora.protocol.functiongemma import START_FUNCTION_RESPONSE, render_prompt
 from remora.transcripts import FORMAT, read_transcripts
 from tests.test_analyze_e2e import run_cli
 
@@ -47,9 +47,11 @@ def test_record_writes_each_turn_as_the_model_saw_it(
     # is the assistant message the next request carries, as the model writes it.
     for turn, request in zip(transcript.turns, requests, strict=True):
         assert turn.prompt == render_prompt(request["messages"], request["tools"])
-    for turn, after in zip(transcript.turns[:2], requests[1:], strict=True):
-        (assistant,) = [m for m in after["messages"] if m["role"] == "assistant"][-1:]
-        assert turn.reply == render_reply(assistant)
+    # ... and the reply is what the model wrote: the next prompt goes on from prompt + reply.
+    # (Rendered with this turn's tools: the last turn offers only submit_result.)
+    for turn, request, after in zip(transcript.turns[:2], requests[:2], requests[1:], strict=True):
+        following = render_prompt(after["messages"], request["tools"])
+        assert following.startswith(turn.prompt + turn.reply)
         assert turn.reply.endswith(START_FUNCTION_RESPONSE)
     assert "call:submit_result{" in transcript.turns[2].reply
     assert transcript.turns[0].problems and "marker" in transcript.turns[0].problems[0]

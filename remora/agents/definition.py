@@ -27,6 +27,8 @@ from remora.discovery.nodes import Node, NodeType
 from remora.errors import UserInputError
 from remora.protocol.messages import Message, ModelReply, ToolCall, tool_message
 from remora.sandbox.limits import Limits, resolve_limits
+from remora.training.card import CARD as ADAPTER_CARD
+from remora.training.card import GGUF as ADAPTER_GGUF
 from remora.training.card import Adapter, load_adapter
 from remora.yamlfile import YamlFile, validation_messages
 
@@ -303,8 +305,11 @@ def _own_adapter(definition: AgentDefinition, document: YamlFile, path: Path) ->
     if definition.adapter is None:
         return None
     where = document.where(["adapter"])
+    inside = path.parent.resolve()
     folder = (path.parent / definition.adapter).resolve()
-    if not folder.is_relative_to(path.parent.resolve()):
+    # The folder and its files (a symlink in the folder could point anywhere).
+    files = (folder, folder / ADAPTER_CARD, folder / ADAPTER_GGUF)
+    if not all(file.resolve().is_relative_to(inside) for file in files):
         raise UserInputError(f"{where}: adapter: {definition.adapter} is outside the agent folder")
     return load_adapter(folder, where=where)
 

@@ -100,9 +100,14 @@ def select_agents(
             adapter=adapter,
         )
         if agent.adapter is not None:
-            # The adapter's name is what a server serves it under and what the embedded engine
-            # knows it by; a name the configuration gives the agent wins on a server.
-            served = own.model if own and own.model and model is None else agent.adapter.name
+            # A server serves the adapter under its name (a name the configuration gives the
+            # agent wins); the embedded engine knows it by its identity, which a card cannot
+            # choose to collide with another adapter's.
+            adapter = agent.adapter
+            if model is not None:
+                served = adapter.identity
+            else:
+                served = own.model if own and own.model else adapter.name
             agent = agent.model_copy(update={"model": served})
         if agent.name != entry.name:
             raise UserInputError(

@@ -109,13 +109,19 @@ async def opened_model(
 async def _use_adapters(
     model: LocalChatModel, agents: Sequence[Agent], say: Callable[[str], None]
 ) -> None:
-    """Load the agents' adapters into the engine, each only on the weights it was trained on
-    (an adapter of the same shape loads on other weights too, and means nothing there)."""
-    adapters = {agent.adapter.name: agent.adapter for agent in agents if agent.adapter}
+    """Load the agents' adapters into the engine, by identity (the name each agent asks for),
+    each checked against its card and only on the weights it was trained on (an adapter of the
+    same shape loads on other weights too, and means nothing there)."""
+    adapters = {agent.adapter.identity: agent.adapter for agent in agents if agent.adapter}
     if not adapters:
         return
     weights = await anyio.to_thread.run_sync(file_sha256, model.path)
     for adapter in adapters.values():
+        if await anyio.to_thread.run_sync(file_sha256, adapter.gguf) != adapter.card.gguf_sha256:
+            raise RunFailed(
+                f"{adapter.gguf} is not the file its card describes (sha256 differs): it "
+                "changed after `remora train` wrote it; train the adapter again"
+            )
         if adapter.card.base.sha256 != weights:
             raise RunFailed(
                 f"the adapter {adapter.folder} was trained on {adapter.card.base.name} "
@@ -126,7 +132,7 @@ async def _use_adapters(
     await anyio.to_thread.run_sync(
         model.use_adapters, {name: adapter.gguf for name, adapter in adapters.items()}
     )
-    say("adapters: " + ", ".join(f"{name} ({a.folder})" for name, a in adapters.items()))
+    say("adapters: " + ", ".join(f"{a.name} ({a.folder})" for a in adapters.values()))
 
 
 async def check_served(

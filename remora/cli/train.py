@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -135,7 +136,10 @@ def run(args: argparse.Namespace) -> int:
         f"adapter {card.name} written to {request.out} ({card.data.train_examples} examples, "
         f"{card.training.steps} steps, {card.training.seconds:.0f} s; {loss})"
     )
-    say(f"use it: set agents.{card.agent}.adapter: {request.out} in remora.yaml")
+    # The setting is relative to the configuration file's folder, not to where this ran.
+    config = loaded.config_file or loaded.base_dir / "remora.yaml"
+    shown = os.path.relpath(request.out.resolve(), config.parent)
+    say(f"use it: agents.{card.agent}.adapter: {shown} in {config}")
     return 0
 
 

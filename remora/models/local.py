@@ -209,17 +209,31 @@ class LocalChatModel:
 
     def use_adapters(self, adapters: Mapping[str, Path]) -> None:
         """Make these adapters available to requests that name them (`request.model`), loaded
-        with the model (or now, if it is loaded). A request naming anything else gets the base
-        model. Blocking: call from a worker thread once loaded."""
+        with the model (or now, if it is loaded: every context is taken while they load, so no
+        request sees an adapter some contexts lack). A request naming anything else gets the
+        base model. Blocking."""
         with self._load_lock:
+            if self.load_seconds is None:
+                self._adapters.update(adapters)
+                return
+            slots = self._contexts.take_all()
+            try:
+                for slot in slots:
+                    for name, path in adapters.items():
+                        slot.load_adapter(name, path)
+            finally:
+                for slot in slots:
+                    self._contexts.add(slot.use, slot)
             self._adapters.update(adapters)
-            if self.load_seconds is not None:
-                self._load_adapters()
 
     def _load_adapters(self) -> None:
-        for slot in self._contexts.every():
-            for name, path in self._adapters.items():
-                slot.load_adapter(name, path)
+        """At load time, before any request can take a context."""
+        for slot in self._contexts.take_all():
+            try:
+                for name, path in self._adapters.items():
+                    slot.load_adapter(name, path)
+            finally:
+                self._contexts.add(slot.use, slot)
 
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self.close)

@@ -63,13 +63,6 @@ class _Contexts:
             self._idle[slot.use].append(slot)
             self._changed.notify_all()
 
-    def every(self) -> list[_Slot]:
-        """Every context, once the generations in flight have given theirs back (they stay
-        available: for loading adapters into each)."""
-        with self._changed:
-            self._changed.wait_for(lambda: sum(map(len, self._idle.values())) == self._count)
-            return [slot for idle in self._idle.values() for slot in idle]
-
     def take_all(self) -> list[_Slot]:
         """Every context, once the generations in flight have given theirs back."""
         with self._changed:

@@ -72,8 +72,13 @@ class LoraTrainer:
 
     def encode(self, example: Example) -> Encoded:
         """Prompt and reply tokenized apart, as the engine sees them: the prompt tokenized
-        whole (control tokens parsed), the reply as the continuation after it."""
+        whole (control tokens parsed) after `<bos>` (a chat prompt renders its own; a
+        completion's prompt is sent without, and the engine and vLLM add it), the reply as the
+        continuation after it."""
         prompt = self.tokenizer(example.prompt, add_special_tokens=False)["input_ids"]
+        bos = self.tokenizer.bos_token_id
+        if bos is not None and prompt[:1] != [bos]:
+            prompt = [bos, *prompt]
         reply = self.tokenizer(example.reply, add_special_tokens=False)["input_ids"]
         return Encoded(torch.tensor([*prompt, *reply], dtype=torch.long), len(prompt))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import resource
 import shutil
 import time
@@ -25,14 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from remora import __version__
+from remora.agents.registry import select_agents
 from remora.analysis.plan import project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeRequest
 from remora.analysis.run import analyze
 from remora.config import AgentSettings
 from remora.config_loading import LoadedSettings
-from remora.errors import UserInputError
+from remora.errors import RunFailed, UserInputError
 from remora.models.local import cpu_count
 from remora.models.resolve import models_dir, resolve_model, select_engine
+from remora.protocol.messages import ModelError
 from remora.results import JobResult, JobStatus
 from remora.training.card import (
     AdapterCard,
@@ -91,8 +94,9 @@ async def train(request: TrainRequest, loaded: LoadedSettings, hooks: TrainHooks
             "enough: pip install torch --index-url https://download.pytorch.org/whl/cpu first "
             "avoids a GPU build of several GB)"
         )
-    request.out.mkdir(parents=True, exist_ok=True)
+    select_agents(loaded, [request.agent])  # an unknown agent or a bad definition: now
     base_source = request.base_model or _engine_model(loaded)
+    request.out.mkdir(parents=True, exist_ok=True)
 
     if request.transcripts is not None:
         transcripts = read_transcripts(request.transcripts)
@@ -142,7 +146,8 @@ async def _train_and_export(
     )
     loss_before = trainer.mean_loss(held_out)
     started = time.perf_counter()
-    trainer.train(train_data, request.out / "checkpoint.pt", data.digest(), hooks.steps)
+    digest = f"{data.digest()}:{base.sha256}"  # resume only on the same data and weights
+    trainer.train(train_data, request.out / "checkpoint.pt", digest, hooks.steps)
     seconds = time.perf_counter() - started
     loss_after = trainer.mean_loss(held_out)
 
@@ -188,9 +193,15 @@ async def _train_and_export(
     )
     write_card(request.out, card)
     (request.out / "checkpoint.pt").unlink(missing_ok=True)
-    if request.score and data.held_out_files and _engine(loaded) == "local":
-        card = await _score(request, loaded, hooks, data, card)
-        write_card(request.out, card)
+    if request.score and data.held_out_files:
+        if _engine(loaded) != "local" or base.sha256 != file_sha256(_engine_model(loaded)):
+            hooks.say(
+                "held-out jobs not scored: the embedded engine does not run the adapter's base "
+                f"({base.source.name}); its held-out loss is in the card"
+            )
+        else:
+            card = await _score(request, loaded, hooks, data, card)
+            write_card(request.out, card)
     return card
 
 
@@ -202,8 +213,18 @@ async def _collect(
     folder = request.out / "transcripts"
     for attempt in range(1, request.attempts + 1):
         target = folder / f"attempt-{attempt}"
-        if (target / ".done").is_file():
-            continue
+        done = json.dumps(
+            {
+                "agent": request.agent,
+                "paths": sorted(str(path.resolve()) for path in request.paths),
+                "temperature": request.temperature,
+                "seed": request.seed + attempt,
+                "model": _engine_model(loaded).name if _engine(loaded) == "local" else None,
+            },
+            sort_keys=True,
+        )
+        if (target / ".done").is_file() and (target / ".done").read_text() == done:
+            continue  # the same attempt, finished before
         shutil.rmtree(target, ignore_errors=True)  # an attempt stopped midway starts over
         hooks.say(
             f"collecting: attempt {attempt} of {request.attempts} (temperature "
@@ -217,7 +238,7 @@ async def _collect(
             paths=request.paths,
             record=target,
         )
-        (target / ".done").write_text("")
+        (target / ".done").write_text(done)
     return read_transcripts_in(folder)
 
 
@@ -313,12 +334,15 @@ def _engine_model(loaded: LoadedSettings) -> Path:
     def absolute(path: Path | None) -> Path | None:
         return None if path is None else loaded.base_dir / path.expanduser()
 
-    return resolve_model(
-        absolute(local.model_path),
-        models_folder=absolute(local.models_dir),
-        repo=local.hf_repo,
-        filename=local.hf_file,
-    ).path
+    try:
+        return resolve_model(
+            absolute(local.model_path),
+            models_folder=absolute(local.models_dir),
+            repo=local.hf_repo,
+            filename=local.hf_file,
+        ).path
+    except ModelError as exc:
+        raise RunFailed(f"{exc.message} (or name the weights with --base-model)") from exc
 
 
 def _successes(results: Sequence[JobResult]) -> int:
