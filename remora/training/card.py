@@ -110,7 +110,6 @@ class Adapter:
     def gguf(self) -> Path:
         return self.folder / GGUF
 
-
     @property
     def peft(self) -> Path:
         return self.folder / PEFT
