@@ -18,7 +18,8 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 ORDER = [
     "agent_quality",
     "confidence",
-    "train",
+    "train-docstring",
+    "train-test",
     "orchestrator",
     "client_overhead",
     "reference_workload",
@@ -31,7 +32,8 @@ ORDER = [
 TITLES = {
     "agent_quality": 'Agent quality with the real model (issue "Agents that do real work...")',
     "confidence": 'Tool-choice confidence (issue "Streaming replies and tool-choice...")',
-    "train": 'Training an adapter (issue "Agents that learn...")',
+    "train-docstring": 'Training an adapter: docstring (issue "Agents that learn...")',
+    "train-test": 'Training an adapter: test (issue "Agents that learn...")',
     "orchestrator": "Orchestrator efficiency",
     "client_overhead": "Client overhead",
     "reference_workload": "Reference workload (lint + docstring, 43 jobs)",

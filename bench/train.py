@@ -1,9 +1,10 @@
 """`remora train` with the real model: does an adapter learnt from verified runs lift the agent
 on code it never saw? The agent-quality corpus and the README's demo, split by file into
-training and held-out parts; the embedded engine (the packaged Gemma 3 270M GGUF).
+training and held-out parts; the embedded engine (the packaged Gemma 3 270M GGUF). Results:
+bench/results/train-AGENT.json.
 
-    python bench/train.py                      # docstring, then test (about an hour on 2 cores)
-    python bench/train.py --agents docstring   # one agent
+    python bench/train.py                      # docstring, then test (about 30 min on 2 cores)
+    python bench/train.py --agents docstring   # one agent (about 15 min)
     python bench/train.py --quick              # docstring, 1 attempt, 1 epoch: checks it runs
 
 Per agent, one `remora train AGENT corpus demo --held-out 0.25` in a copy of both: sampled
@@ -79,47 +80,50 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=2)
     args = parser.parse_args()
-    report = Report("train", args)
     agents = ["docstring"] if args.quick else args.agents.split(",")
     attempts, epochs = (1, 1) if args.quick else (args.attempts, args.epochs)
-    report.data["base"] = convert_base()
-    print(f"base weights: {json.dumps(report.data['base'])}", flush=True)
-    runs = {}
-    with workdir("train") as folder:
-        shutil.copytree(CORPUS, folder / "corpus")
-        shutil.copytree(DEMO, folder / "demo")
-        for agent in agents:
-            runs[agent] = train_agent(folder, agent, attempts, epochs)
-    report.data["runs"] = runs
-    for agent, run in runs.items():
-        card = run.get("card")
-        if card is None:
-            report.verdict(f"{agent}: adapter trained", False, f"exit {run['exit']}: {run['said']}")
-            continue
-        scores, data, training = card["scores"], card["data"], card["training"]
-        jobs = scores["held_out_jobs"]
-        before, after = scores["held_out_success_before"], scores["held_out_success_after"]
-        lift = None if not jobs else 100 * (after - before) / jobs
-        report.verdict(
-            f"{agent}: held-out verified success +20 points",
-            None if lift is None else lift >= 20,
-            f"{before}/{jobs} -> {after}/{jobs} ({lift:+.0f} points); held-out loss "
-            f"{scores['held_out_loss_before']} -> {scores['held_out_loss_after']}; "
-            f"{data['train_examples']} examples from {data['verified_jobs']}/{data['jobs']} "
-            f"verified jobs ({data['turns']} kept turns)"
-            if lift is not None
-            else "no held-out jobs scored",
-        )
-        per_100 = training["seconds"] * 100 / max(data["train_examples"], 1) / epochs * 2
-        report.verdict(
-            f"{agent}: ~100 examples x 2 epochs in <= 30 min on 2 cores",
-            per_100 <= 1800,
-            f"{data['train_examples']} examples x {epochs} epochs in {training['seconds']:.0f} s "
-            f"({per_100 / 60:.1f} min per 100 x 2), peak memory {training['peak_memory_mb']:.0f}"
-            f" MB, {training['threads']} threads; the whole command {run['wall_s']:.0f} s",
-        )
-    report.save()
+    base = convert_base()
+    print(f"base weights: {json.dumps(base)}", flush=True)
+    for agent in agents:  # one results file per agent: train-AGENT.json
+        report = Report(f"train-{agent}", args)
+        report.data["base"] = base
+        with workdir("train") as folder:
+            shutil.copytree(CORPUS, folder / "corpus")
+            shutil.copytree(DEMO, folder / "demo")
+            run = train_agent(folder, agent, attempts, epochs)
+        report.data["run"] = run
+        verdicts(report, agent, run, epochs)
+        report.save()
     return 0
+
+
+def verdicts(report: Report, agent: str, run: dict[str, Any], epochs: int) -> None:
+    card = run.get("card")
+    if card is None:
+        report.verdict(f"{agent}: adapter trained", False, f"exit {run['exit']}: {run['said']}")
+        return
+    scores, data, training = card["scores"], card["data"], card["training"]
+    jobs = scores["held_out_jobs"]
+    before, after = scores["held_out_success_before"], scores["held_out_success_after"]
+    lift = None if not jobs else 100 * (after - before) / jobs
+    loss_before, loss_after = scores["held_out_loss_before"], scores["held_out_loss_after"]
+    report.verdict(
+        f"{agent}: held-out verified success +20 points",
+        None if lift is None else lift >= 20,
+        f"{before}/{jobs} -> {after}/{jobs} ({lift:+.0f} points); held-out loss "
+        f"{loss_before:.3f} -> {loss_after:.3f}; {data['train_examples']} examples from "
+        f"{data['verified_jobs']}/{data['jobs']} verified jobs ({data['turns']} kept turns)"
+        if lift is not None and loss_before is not None and loss_after is not None
+        else "no held-out jobs scored",
+    )
+    per_100 = training["seconds"] * 100 / max(data["train_examples"], 1) / epochs * 2
+    report.verdict(
+        f"{agent}: ~100 examples x 2 epochs in <= 30 min on 2 cores",
+        per_100 <= 1800,
+        f"{data['train_examples']} examples x {epochs} epochs in {training['seconds']:.0f} s "
+        f"({per_100 / 60:.1f} min per 100 x 2), peak memory {training['peak_memory_mb']:.0f}"
+        f" MB, {training['threads']} threads; the whole command {run['wall_s']:.0f} s",
+    )
 
 
 if __name__ == "__main__":

@@ -465,3 +465,20 @@ def test_the_adapter_is_part_of_the_cache_key(tmp_path: Path) -> None:
     assert len(prints) == 3
     with pytest.raises(UserInputError, match=r"has no card\.json"):
         load_adapter(tmp_path, where="agents.docstring.adapter")
+
+
+def test_train_refuses_bad_flags_and_unknown_agents_before_any_work(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(project)
+    for flags, message in (
+        (["--held-out", "1"], "--held-out must be at least 0 and below 1"),
+        (["--attempts", "0"], "--attempts must be at least 1"),
+        (["--temperature", "0"], "--temperature must be above 0"),
+    ):
+        code, _, err = run_cli(["train", "docstring", "pkg", *flags], capsys)
+        assert code == 2 and message in err
+    if importlib.util.find_spec("torch") is not None:
+        code, _, err = run_cli(["train", "nosuch", "pkg"], capsys)
+        assert code == 2 and "unknown agent(s) nosuch" in err
+    assert not (project / "adapters").exists()

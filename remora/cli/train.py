@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from remora.cli.console import say
 from remora.cli.flags import config_flags, engine_flags, load, server_flags
+from remora.errors import UserInputError
 from remora.report.progress import JobProgress
 from remora.results import JobResult
 from remora.training.card import LoraShape
@@ -100,9 +101,14 @@ def run(args: argparse.Namespace) -> int:
         ("--rank", args.rank, 1),
     ):
         if value < low:
-            raise SystemExit(f"remora train: error: {name} must be at least {low}")
+            raise UserInputError(f"{name} must be at least {low} (got {value})")
     if not 0 <= args.held_out < 1:
-        raise SystemExit("remora train: error: --held-out must be in [0, 1)")
+        raise UserInputError(f"--held-out must be at least 0 and below 1 (got {args.held_out})")
+    if not 0 < args.temperature <= 2:
+        raise UserInputError(
+            f"--temperature must be above 0 (sampling is what finds other verified runs) and at "
+            f"most 2 (got {args.temperature})"
+        )
     loaded = load(args)
     request = TrainRequest(
         agent=args.agent,

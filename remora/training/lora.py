@@ -109,15 +109,27 @@ class LoraTrainer:
                 tokens += encoded.reply_tokens
         return total / tokens
 
-    def seconds_per_token(self, sample: Encoded) -> float:
-        """One forward and backward pass on `sample`, timed and thrown away: the estimate of a
-        step's cost per token shown before training starts."""
+    def estimate_seconds(self, data: Sequence[Encoded]) -> float:
+        """Seconds the training will take: forward and backward passes on the shortest and the
+        longest example, timed (after one to warm up) and thrown away, give a step's fixed cost
+        and its cost per token, summed over every step."""
+        short = min(data, key=lambda item: item.ids.numel())
+        long = max(data, key=lambda item: item.ids.numel())
+        self._pass(short)
+        short_s, long_s = self._pass(short), self._pass(long)
+        tokens = int(long.ids.numel() - short.ids.numel())
+        per_token = max(long_s - short_s, 0.0) / tokens if tokens else 0.0
+        fixed = max(short_s - per_token * short.ids.numel(), 0.0)
+        total = sum(fixed + per_token * item.ids.numel() for item in data)
+        return total * self.settings.epochs
+
+    def _pass(self, sample: Encoded) -> float:
         self.model.train()
         started = time.perf_counter()
         self.loss(sample).backward()  # type: ignore[no-untyped-call]
         elapsed = time.perf_counter() - started
         self.optimizer.zero_grad(set_to_none=True)
-        return elapsed / sample.ids.numel()
+        return elapsed
 
     # -- training -----------------------------------------------------------------------------
 

@@ -137,8 +137,7 @@ async def _train_and_export(
     if len(train_data) < request.min_examples:
         raise UserInputError(_too_few(request, data, too_long=too_long))
     tokens = sum(int(item.ids.numel()) for item in train_data) * lora.epochs
-    sample = sorted(train_data, key=lambda item: item.ids.numel())[len(train_data) // 2]
-    estimate = trainer.seconds_per_token(sample) * tokens
+    estimate = trainer.estimate_seconds(train_data)
     left_out = f"; {too_long} longer than {lora.max_tokens} tokens left out" if too_long else ""
     hooks.say(
         f"training {len(train_data)} examples x {lora.epochs} epochs ({tokens} tokens) on "
