@@ -17,7 +17,6 @@ from remora.config import RunnerSettings
 from remora.discovery.nodes import Node
 from remora.events import NO_EVENTS, JobEvents
 from remora.protocol.completion import CompletionModel, CompletionRequest
-from remora.protocol.functiongemma import render_prompt, render_reply
 from remora.protocol.messages import (
     ChatModel,
     ChatRequest,
@@ -29,10 +28,11 @@ from remora.protocol.messages import (
     tool_message,
 )
 from remora.protocol.profiles import ModelProfile, call_grammar
-from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, TranscriptTurn
+from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions, injected_context
+from remora.transcripts import NO_RECORDING, TranscriptRecorder
 from remora.turn_reply import TurnReply, UnsureReply
 from remora.workspace import Workspace
 
@@ -40,20 +40,6 @@ MAX_ARGUMENTS_BYTES = 1 << 20
 """Longer tool-call arguments are refused before parsing: no agent needs them."""
 REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
 FINAL_REMINDER = "This is the last turn: call submit_result now."
-
-
-KEPT_MIN_CHARACTERS = 8
-"""A shorter first line (`1)`) could be found in an added line by chance."""
-
-
-def _kept(turn: TranscriptTurn, added: list[str]) -> TranscriptTurn:
-    """A completion marked with whether a tool kept its first line: it is in a line the job's
-    verified changes added (not just anywhere in the file, which holds the code it copied)."""
-    if turn.kind != "completion":
-        return turn
-    line = turn.kept_part().strip()
-    kept = len(line) >= KEPT_MIN_CHARACTERS and any(line in other for other in added)
-    return turn.model_copy(update={"kept": kept})
 
 
 class JobEnded(Exception):
@@ -115,7 +101,7 @@ class FunctionGemmaRunner:
             model, settings, agent.confidence, self.events, f"{node.id}\0{agent.name}"
         )
         self.use_grammar = profile.uses_grammar(settings.grammar)
-        self.transcript: list[TranscriptTurn] | None = [] if record else None
+        self.recorder = TranscriptRecorder() if record else NO_RECORDING
         """Every model request, rendered as the model saw it (`--record`)."""
 
     async def run(self) -> JobResult:
@@ -144,9 +130,6 @@ class FunctionGemmaRunner:
         if status is JobStatus.FAILED and outcome is not None:
             status, error = JobStatus.SUCCESS, None
         changes = self.workspace.diff() if status is JobStatus.SUCCESS else []
-        if self.transcript and changes:
-            added = [line[1:] for c in changes for line in c.diff.splitlines() if line[:1] == "+"]
-            self.transcript = [_kept(turn, added) for turn in self.transcript]
         return JobResult(
             node=self.node,
             agent=self.agent.name,
@@ -163,7 +146,7 @@ class FunctionGemmaRunner:
             resamples=self.replies.resamples,
             duration_s=time.perf_counter() - started,
             error=error,
-            transcript=self.transcript,
+            transcript=self.recorder.transcript(changes),
         )
 
     async def _turn_loop(self) -> dict[str, Any] | None:
@@ -178,21 +161,20 @@ class FunctionGemmaRunner:
             self.turns += 1
             last_turn = self.turns >= self.agent.max_turns
             tools, tool_choice = self.profile.request_tools(self.agent, last_turn=last_turn)
-            prompt = self._recorded_prompt(tools)
+            self.recorder.asking(self.messages, tools)
             reply = await self._ask(tools, tool_choice)
             self.messages.append(reply.as_message())
-            recorded_at = len(self.transcript or ())
             if reply.tool_calls:
                 offered = {schema["function"]["name"] for schema in tools}
                 submitted, problems = await self._dispatch(reply.tool_calls, offered)
-                self._record(recorded_at, prompt, reply, problems)
+                self.recorder.answered(reply, problems)
                 if submitted is not None:
                     return submitted
                 if self._finished():
                     break
             else:
                 problems = ["the reply contained no function call"]
-                self._record(recorded_at, prompt, reply, problems)
+                self.recorder.answered(reply, problems)
                 next_is_last = self.turns + 1 >= self.agent.max_turns
                 reminder = FINAL_REMINDER if next_is_last else REMINDER
                 self.messages.append({"role": "user", "content": reminder})
@@ -243,38 +225,13 @@ class FunctionGemmaRunner:
             self.turns,
         )
 
-    def _recorded_prompt(self, tools: list[dict[str, Any]]) -> str | None:
-        """The turn's prompt as the model sees it, when recording (rendered before the reply
-        is appended to the conversation)."""
-        if self.transcript is None:
-            return None
-        return render_prompt(self.messages, tools)
-
-    def _record(
-        self, position: int, prompt: str | None, reply: ModelReply, problems: list[str]
-    ) -> None:
-        """The turn into the transcript, at `position`: before the completions its tools asked
-        for, the order the model saw them in."""
-        if self.transcript is None or prompt is None:
-            return
-        turn = TranscriptTurn(
-            kind="chat",
-            prompt=prompt,
-            reply=render_reply(reply.as_message()),
-            problems=tuple(problems),
-        )
-        self.transcript.insert(position, turn)
-
     async def _complete(self, request: CompletionRequest) -> str:
         """The `complete` host function: the job's model continues a text for a tool."""
         if not isinstance(self.model, CompletionModel):
             raise RuntimeError("complete: this model server does not offer completions")
         started = time.perf_counter()
         completion = await self.model.complete_text(model=self.agent.model, request=request)
-        if self.transcript is not None:
-            self.transcript.append(
-                TranscriptTurn(kind="completion", prompt=request.prompt, reply=completion.text)
-            )
+        self.recorder.completion(request.prompt, completion.text)
         usage = self.replies.usage
         usage.prompt_tokens += completion.usage.prompt_tokens
         usage.completion_tokens += completion.usage.completion_tokens

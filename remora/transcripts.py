@@ -9,13 +9,16 @@ The format is versioned by `format`; a reader refuses versions it does not know.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from remora.errors import UserInputError
-from remora.results import JobResult, JobStatus, TranscriptTurn
+from remora.protocol.functiongemma import render_prompt, render_reply
+from remora.protocol.messages import Message, ModelReply
+from remora.results import Change, JobResult, JobStatus, TranscriptTurn
 
 FORMAT: Final = "remora-transcript/1"
 
@@ -41,6 +44,71 @@ class Transcript(BaseModel):
     @property
     def verified(self) -> bool:
         return self.status is JobStatus.SUCCESS and self.outcome is not None
+
+
+KEPT_MIN_CHARACTERS = 8
+"""A shorter first line (`1)`) could be found in an added line by chance."""
+
+
+class TranscriptRecorder:
+    """One job's turns, in the order the model saw them: each chat turn, then the completions
+    its tools asked for."""
+
+    def __init__(self) -> None:
+        self._turns: list[TranscriptTurn] = []
+        self._prompt = ""
+        self._at = 0
+
+    def asking(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> None:
+        """Before a chat request: its prompt, rendered before the reply joins the messages."""
+        self._prompt, self._at = render_prompt(messages, tools), len(self._turns)
+
+    def answered(self, reply: ModelReply, problems: Sequence[str]) -> None:
+        """The reply (after its calls ran, which may have asked for completions)."""
+        turn = TranscriptTurn(
+            kind="chat",
+            prompt=self._prompt,
+            reply=render_reply(reply.as_message()),
+            problems=tuple(problems),
+        )
+        self._turns.insert(self._at, turn)
+
+    def completion(self, prompt: str, text: str) -> None:
+        self._turns.append(TranscriptTurn(kind="completion", prompt=prompt, reply=text))
+
+    def transcript(self, changes: Sequence[Change]) -> list[TranscriptTurn] | None:
+        """The turns, each completion marked with whether a tool kept its first line: it is in
+        a line the job's verified `changes` added (not just anywhere in the file, which holds
+        the code a refused draft copied)."""
+        added = [line[1:] for c in changes for line in c.diff.splitlines() if line[:1] == "+"]
+        return [_kept(turn, added) if changes else turn for turn in self._turns]
+
+
+class _NoRecording(TranscriptRecorder):
+    """What the runner records with when nobody asked (`--record` not given): nothing."""
+
+    def asking(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> None:
+        return None
+
+    def answered(self, reply: ModelReply, problems: Sequence[str]) -> None:
+        return None
+
+    def completion(self, prompt: str, text: str) -> None:
+        return None
+
+    def transcript(self, changes: Sequence[Change]) -> list[TranscriptTurn] | None:
+        return None
+
+
+NO_RECORDING = _NoRecording()
+
+
+def _kept(turn: TranscriptTurn, added: list[str]) -> TranscriptTurn:
+    if turn.kind != "completion":
+        return turn
+    line = turn.kept_part().strip()
+    kept = len(line) >= KEPT_MIN_CHARACTERS and any(line in other for other in added)
+    return turn.model_copy(update={"kept": kept})
 
 
 class TranscriptWriter:
