@@ -118,9 +118,11 @@ async def analyze(
             async with adapted(opened, run_settings) as steered:
                 yield steered
 
+    models = {agent.name: agent.model for agent in agents}
+
     def finished(result: JobResult) -> None:
         if recorder is not None:
-            model = next(agent.model for agent in agents if agent.name == result.agent)
+            model = models[result.agent]
             recorder.write(result, model=model, temperature=settings.runner.temperature)
         filters.apply(result)
         hooks.result(result)

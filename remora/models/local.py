@@ -171,7 +171,7 @@ class LocalChatModel:
                     for _ in range(_TEXT_CONTEXTS_PER_SLOT):
                         text = self._new_llama(llama, min(self.n_ctx, TEXT_N_CTX))
                         self._contexts.add("text", _Slot(llama, text))
-                self._load_adapters()
+                self._load_adapters(self._adapters)
             except BaseException:
                 self._close_slots()
                 raise
@@ -216,23 +216,18 @@ class LocalChatModel:
             if self.load_seconds is None:
                 self._adapters.update(adapters)
                 return
-            slots = self._contexts.take_all()
-            try:
-                for slot in slots:
-                    for name, path in adapters.items():
-                        slot.load_adapter(name, path)
-            finally:
-                for slot in slots:
-                    self._contexts.add(slot.use, slot)
+            self._load_adapters(adapters)
             self._adapters.update(adapters)
 
-    def _load_adapters(self) -> None:
-        """At load time, before any request can take a context."""
-        for slot in self._contexts.take_all():
-            try:
-                for name, path in self._adapters.items():
+    def _load_adapters(self, adapters: Mapping[str, Path]) -> None:
+        """Into every context, all of them taken meanwhile (at load time none is in use)."""
+        slots = self._contexts.take_all()
+        try:
+            for slot in slots:
+                for name, path in adapters.items():
                     slot.load_adapter(name, path)
-            finally:
+        finally:
+            for slot in slots:
                 self._contexts.add(slot.use, slot)
 
     async def aclose(self) -> None:

@@ -7,6 +7,7 @@ memory on 2 cores, once per file (keyed by the file's sha256)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -33,6 +34,17 @@ class BaseWeights:
 
 
 def file_sha256(path: Path) -> str:
+    """The file's sha256, read once per content: a model file is hashed by training, by
+    scoring and by every run that loads an adapter (`remora watch` runs again on each save),
+    and a 250 MB file takes half a second."""
+    stat = path.stat()
+    return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
+    """Keyed by size and modification time too: a file rewritten in place is read again."""
+    del size, mtime_ns
     hasher = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(1 << 20):

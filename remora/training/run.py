@@ -210,18 +210,15 @@ async def _collect(
     """Sampled runs of the agent, each attempt recorded in its own folder; finished attempts
     (marked `.done`) are kept, so a stopped collection goes on where it was."""
     folder = request.out / "transcripts"
+    settings = {
+        "agent": request.agent,
+        "paths": sorted(str(path.resolve()) for path in request.paths),
+        "temperature": request.temperature,
+        "model": _engine_model(loaded).name if _engine(loaded) == "local" else None,
+    }
     for attempt in range(1, request.attempts + 1):
         target = folder / f"attempt-{attempt}"
-        done = json.dumps(
-            {
-                "agent": request.agent,
-                "paths": sorted(str(path.resolve()) for path in request.paths),
-                "temperature": request.temperature,
-                "seed": request.seed + attempt,
-                "model": _engine_model(loaded).name if _engine(loaded) == "local" else None,
-            },
-            sort_keys=True,
-        )
+        done = json.dumps({**settings, "seed": request.seed + attempt}, sort_keys=True)
         if (target / ".done").is_file() and (target / ".done").read_text() == done:
             continue  # the same attempt, finished before
         shutil.rmtree(target, ignore_errors=True)  # an attempt stopped midway starts over
