@@ -345,6 +345,15 @@ def test_remora_train_collects_sampled_attempts_and_resumes_them(
     assert code == 0, err
     assert "attempt" not in err
 
+    # Fewer attempts than before: attempt 2's folder, left from the earlier run, is not read.
+    fewer = list(train)
+    fewer[fewer.index("--attempts") + 1] = "1"
+    fewer[fewer.index("--min-examples") + 1] = "1"
+    code, _, err = run_cli(fewer, capsys)
+    assert code == 0, err
+    card = json.loads((out / "card.json").read_text())
+    assert card["data"]["attempts"] == 1 and card["data"]["jobs"] == 1
+
 
 def test_an_adapter_outside_the_agent_folder_is_refused(tmp_path: Path) -> None:
     from remora.agents.definition import load_agent

@@ -216,8 +216,8 @@ async def _collect(
         "temperature": request.temperature,
         "model": _engine_model(loaded).name if _engine(loaded) == "local" else None,
     }
-    for attempt in range(1, request.attempts + 1):
-        target = folder / f"attempt-{attempt}"
+    targets = [folder / f"attempt-{attempt}" for attempt in range(1, request.attempts + 1)]
+    for attempt, target in enumerate(targets, start=1):
         done = json.dumps({**settings, "seed": request.seed + attempt}, sort_keys=True)
         if (target / ".done").is_file() and (target / ".done").read_text() == done:
             continue  # the same attempt, finished before
@@ -235,15 +235,13 @@ async def _collect(
             record=target,
         )
         (target / ".done").write_text(done)
-    return read_transcripts_in(folder)
-
-
-def read_transcripts_in(folder: Path) -> list[Transcript]:
-    out: list[Transcript] = []
-    for attempt in sorted(folder.glob("attempt-*")):
-        if any(attempt.glob("*.jsonl")):
-            out.extend(read_transcripts(attempt))
-    return out
+    # Only this request's attempts: folders left by an earlier run with more attempts are stale.
+    return [
+        transcript
+        for target in targets
+        if any(target.glob("*.jsonl"))
+        for transcript in read_transcripts(target)
+    ]
 
 
 async def _score(
