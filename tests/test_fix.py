@@ -53,8 +53,10 @@ def test_without_fix_the_project_is_untouched(
     monkeypatch.chdir(project)
     before = tree_hash(project)
     code, _, requests = analyze(project, "--format", "json")
-    report = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    report = json.loads(out)
     assert requests == 3
+    assert "edits to 1 file not applied: --diff shows them, --fix applies them" in err
     assert report["results"][0]["changes"][0]["file"] == "pkg/shout.py"
     assert code == 0  # no findings: the agent only edited
     assert tree_hash(project) == before
@@ -69,7 +71,8 @@ def test_diff_prints_the_patch_and_writes_nothing(
     monkeypatch.chdir(project)
     before = tree_hash(project)
     analyze(project, "--diff")
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "not applied" not in err
     assert out.startswith("--- a/pkg/shout.py\n+++ b/pkg/shout.py\n")
     assert "-    return text.upper()\n+    return text.lower()\n" in out
     assert tree_hash(project) == before
@@ -87,7 +90,7 @@ def test_fix_applies_and_keeps_mode_and_line_endings(
     monkeypatch.chdir(project)
     analyze(project, "--fix")
     err = capsys.readouterr().err
-    assert "fixed pkg/shout.py" in err
+    assert "fixed pkg/shout.py" in err and "not applied" not in err
     data = target.read_bytes()
     assert b"return text.lower()\r\n" in data
     assert b"\n" not in data.replace(b"\r\n", b"")

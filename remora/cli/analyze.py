@@ -295,6 +295,11 @@ def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
             code = max(code, ExitCode.FINDINGS)
         if applied.failed:
             code = ExitCode.ERROR
+    elif outcome.changes and not options.diff:
+        # The report says "docstring written": written in the job's workspace, not in the file.
+        files = len({change.file for change in outcome.changes})
+        noun = "file" if files == 1 else "files"
+        say(f"edits to {files} {noun} not applied: --diff shows them, --fix applies them")
     if options.exit_zero and code == ExitCode.FINDINGS:
         return ExitCode.OK
     return code
