@@ -207,6 +207,11 @@ class SandboxSettings(SandboxLimits):
     commands: CommandSettings = Field(default_factory=CommandSettings)
 
 
+def _false_word(value: object) -> object:
+    """`false` from an environment variable is the word, not a folder of that name."""
+    return False if isinstance(value, str) and value.strip().lower() == "false" else value
+
+
 class AgentSettings(Section):
     enabled: bool = True
     definition: Path | None = None
@@ -214,10 +219,11 @@ class AgentSettings(Section):
     model: str | None = None
     """Served model or LoRA adapter name for this agent (overrides server.model and the
     adapter's name)."""
-    adapter: Path | None = None
+    adapter: Annotated[Path | Literal[False] | None, BeforeValidator(_false_word)] = None
     """A folder made by `remora train` (relative to the config file's folder), over the
-    agent's own `adapter:`. The embedded engine applies its adapter.gguf; a server is asked for
-    the adapter's name (docs/TRAINING.md)."""
+    agent's own `adapter:`; false: the base model, even when the agent's YAML names an adapter.
+    The embedded engine applies its adapter.gguf; a server is asked for the adapter's name
+    (docs/TRAINING.md)."""
     max_turns: int | None = Field(default=None, ge=1, le=100)
     options: dict[str, Any] = Field(default_factory=dict)
     """Agent-specific options, merged over the defaults in the agent's YAML."""

@@ -149,7 +149,11 @@ def read_transcripts(path: Path) -> list[Transcript]:
         raise UserInputError(f"{path}: no transcripts (*.jsonl) there")
     out = []
     for file in files:
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserInputError(f"{file}: cannot read transcripts: {exc}") from exc
+        for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:

@@ -325,6 +325,11 @@ def test_remora_train_collects_sampled_attempts_and_resumes_them(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tiny["folder"] / "xdg"))
     submit = tool_call("submit_result", {"summary": "One TODO.", "todo_count": 1})
     out = project / "adapters" / "probe"
+    # An adapter from an earlier run is configured, and this run replaces it: collection runs on
+    # the base model all the same.
+    fake_adapter(out, "probe")
+    config = probe_config.read_text().replace("agent.yaml}", "agent.yaml, adapter: adapters/probe}")
+    probe_config.write_text(config)
     with ScriptedModelServer(script=[tool_call("find_todos", {}), submit] * 2) as server:
         train = ["train", "probe", "pkg", "--base-url", server.base_url, "--out", str(out)]
         train += ["--base-model", str(tiny["gguf"]), "--attempts", "2", "--held-out", "0"]
@@ -334,6 +339,7 @@ def test_remora_train_collects_sampled_attempts_and_resumes_them(
     assert code == 0, err
     assert "attempt 1 of 2" in err and "attempt 2 of 2" in err
     assert {request["temperature"] for request in requests} == {0.7}
+    assert "remora-probe" not in {request["model"] for request in requests}
     assert len(read_transcripts(out / "transcripts" / "attempt-2")) == 1
     card = json.loads((out / "card.json").read_text())
     assert card["data"]["attempts"] == 2 and card["data"]["temperature"] == 0.7
@@ -353,6 +359,10 @@ def test_remora_train_collects_sampled_attempts_and_resumes_them(
     assert code == 0, err
     card = json.loads((out / "card.json").read_text())
     assert card["data"]["attempts"] == 1 and card["data"]["jobs"] == 1
+
+    # Another model: the attempts sampled from the first one are not reused (the server is gone).
+    code, _, err = run_cli([*fewer, "-c", "server.model=another-model"], capsys)
+    assert code == 2 and "collecting: attempt 1 of 1" in err, err
 
 
 def test_an_adapter_outside_the_agent_folder_is_refused(tmp_path: Path) -> None:
@@ -450,6 +460,12 @@ def test_a_server_is_asked_for_the_adapter_and_check_server_finds_it(
     with ScriptedModelServer(script=script, models=["remora-probe"]) as server:
         code, out, err = run_cli(["analyze", "pkg", "--base-url", server.base_url], capsys)
         assert {request["model"] for request in server.requests} == {"remora-probe"}, err
+    # `adapter: false` runs the agent on the base model, over the configuration's adapter.
+    with ScriptedModelServer(script=script) as server:
+        base = ["analyze", "pkg", "--base-url", server.base_url, "-c", "agents.probe.adapter=false"]
+        code, out, err = run_cli([*base, "--no-cache"], capsys)
+        models = {request["model"] for request in server.requests}
+        assert models and "remora-probe" not in models, err
 
     with VllmLikeServer(rule=kit, models=[GEMMA], adapters={"remora-probe": GEMMA}) as server:
         code, out, _ = run_cli(["check-server", "--base-url", server.base_url], capsys)
@@ -484,6 +500,7 @@ def test_train_refuses_bad_flags_and_unknown_agents_before_any_work(
         (["--held-out", "1"], "--held-out must be at least 0 and below 1"),
         (["--attempts", "0"], "--attempts must be at least 1"),
         (["--temperature", "0"], "--temperature must be above 0"),
+        (["--seed", "-1"], "--seed must be at least 0"),
     ):
         code, _, err = run_cli(["train", "docstring", "pkg", *flags], capsys)
         assert code == 2 and message in err

@@ -71,3 +71,6 @@ def test_a_bad_transcript_line_is_named(tmp_path: Path) -> None:
         read_transcripts(tmp_path)
     with pytest.raises(UserInputError, match="no transcripts"):
         read_transcripts(tmp_path / "missing")
+    (tmp_path / "docstring.jsonl").write_bytes(b'{"format": "\xff"}\n')
+    with pytest.raises(UserInputError, match=r"docstring.jsonl: cannot read transcripts: .*utf-8"):
+        read_transcripts(tmp_path)

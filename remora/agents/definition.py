@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 import jsonschema
@@ -263,13 +263,14 @@ def load_agent(
     options: dict[str, Any] | None = None,
     limits: Sequence[SandboxLimits] = (),
     confidence: ConfidencePolicy | None = None,
-    adapter: Adapter | None = None,
+    adapter: Adapter | Literal[False] | None = None,
 ) -> Agent:
     """`limits` are the configuration's limit layers (the sandbox section, then the agent's
     section); they override the agent's own. `adapter` (the configuration's) replaces the
-    agent's own `adapter:`."""
+    agent's own `adapter:`; False runs the agent on the base model."""
     definition, document = load_definition(path)
-    adapter = adapter or _own_adapter(definition, document, path)
+    if adapter is None:
+        adapter = _own_adapter(definition, document, path)
     tools = load_tools(definition, document)
     by_name = {tool.name: tool for tool in tools}
     for index, name in enumerate(definition.observe):
@@ -293,7 +294,7 @@ def load_agent(
         options={**definition.options, **(options or {})},
         tool_limits=resolve_limits(definition.limits, *limits),
         confidence=confidence or definition.confidence,
-        adapter=adapter,
+        adapter=adapter or None,
     )
     _check_template_renders(agent, document)
     return agent

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -17,7 +17,7 @@ from remora.agents.definition import (
 )
 from remora.config_loading import LoadedSettings
 from remora.errors import UserInputError
-from remora.training.card import load_adapter
+from remora.training.card import Adapter, load_adapter
 
 DEFINITION_FILE = "agent.yaml"
 
@@ -86,8 +86,10 @@ def select_agents(
     agents = []
     for entry in chosen:
         own = settings.agents.get(entry.name)
-        adapter = None
-        if own and own.adapter:
+        adapter: Adapter | Literal[False] | None = None
+        if own and own.adapter is False:
+            adapter = False
+        elif own and own.adapter:
             where = f"agents.{entry.name}.adapter"
             adapter = load_adapter((loaded.base_dir / own.adapter).resolve(), where=where)
         agent = load_agent(

@@ -78,7 +78,14 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--learning-rate", type=float, default=2e-4, metavar="LR", help="default 0.0002"
     )
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="default 0")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="0 or more: attempt K samples with seed N+K; N also picks the held-out files "
+        "and the training order (default 0)",
+    )
     parser.add_argument(
         "--base-model",
         type=Path,
@@ -99,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         ("--min-examples", args.min_examples, 1),
         ("--epochs", args.epochs, 1),
         ("--rank", args.rank, 1),
+        ("--seed", args.seed, 0),
     ):
         if value < low:
             raise UserInputError(f"{name} must be at least {low} (got {value})")

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from remora import __version__
 from remora.agents.registry import select_agents
@@ -37,6 +38,7 @@ from remora.models.local import cpu_count
 from remora.models.resolve import models_dir, resolve_model, select_engine
 from remora.protocol.messages import ModelError
 from remora.results import JobResult, JobStatus
+from remora.training.base_model import file_sha256
 from remora.training.card import (
     AdapterCard,
     BaseIdentity,
@@ -120,7 +122,7 @@ async def _train_and_export(
     data: TrainingSet,
     base_source: Path,
 ) -> AdapterCard:
-    from remora.training.base_model import base_weights, file_sha256
+    from remora.training.base_model import base_weights
     from remora.training.card import GGUF, PEFT
     from remora.training.export import write_gguf_adapter
     from remora.training.lora import LoraTrainer
@@ -208,13 +210,15 @@ async def _collect(
     request: TrainRequest, loaded: LoadedSettings, hooks: TrainHooks
 ) -> list[Transcript]:
     """Sampled runs of the agent, each attempt recorded in its own folder; finished attempts
-    (marked `.done`) are kept, so a stopped collection goes on where it was."""
+    (marked `.done`) are kept, so a stopped collection goes on where it was. The agent runs on
+    the base model: an adapter the configuration names may be the one this run replaces."""
+    loaded = _with_adapter(loaded, request.agent, False)
     folder = request.out / "transcripts"
     settings = {
         "agent": request.agent,
         "paths": sorted(str(path.resolve()) for path in request.paths),
         "temperature": request.temperature,
-        "model": _engine_model(loaded).name if _engine(loaded) == "local" else None,
+        "model": _model_identity(loaded, request.agent),
     }
     targets = [folder / f"attempt-{attempt}" for attempt in range(1, request.attempts + 1)]
     for attempt, target in enumerate(targets, start=1):
@@ -251,17 +255,14 @@ async def _score(
     data: TrainingSet,
     card: AdapterCard,
 ) -> AdapterCard:
-    """Verified successes on the held-out files, greedy, as configured and with the adapter."""
+    """Verified successes on the held-out files, greedy, on the base model and with the new
+    adapter (not with one the configuration names: it may be this one, already replaced)."""
     root = project_root(list(request.paths))
     paths = tuple(root / file for file in sorted(data.held_out_files) if (root / file).is_file())
     greedy = _sampling(loaded, 0.0, request.seed)
-    before = await _run_agent(request, greedy, hooks, "scoring without the adapter", paths=paths)
-    agents = dict(greedy.settings.agents)
-    own = agents.get(request.agent) or AgentSettings()
-    agents[request.agent] = own.model_copy(update={"adapter": request.out.resolve()})
-    adapted = dataclasses.replace(
-        greedy, settings=greedy.settings.model_copy(update={"agents": agents})
-    )
+    base = _with_adapter(greedy, request.agent, False)
+    before = await _run_agent(request, base, hooks, "scoring without the adapter", paths=paths)
+    adapted = _with_adapter(greedy, request.agent, request.out.resolve())
     after = await _run_agent(request, adapted, hooks, "scoring with the adapter", paths=paths)
     scores = card.scores.model_copy(
         update={
@@ -314,6 +315,27 @@ def _sampling(loaded: LoadedSettings, temperature: float, seed: int) -> LoadedSe
             }
         ),
     )
+
+
+def _with_adapter(
+    loaded: LoadedSettings, agent: str, adapter: Path | Literal[False]
+) -> LoadedSettings:
+    settings = loaded.settings
+    agents = dict(settings.agents)
+    own = agents.get(agent) or AgentSettings()
+    agents[agent] = own.model_copy(update={"adapter": adapter})
+    return dataclasses.replace(loaded, settings=settings.model_copy(update={"agents": agents}))
+
+
+def _model_identity(loaded: LoadedSettings, agent: str) -> dict[str, object]:
+    """What an attempt was sampled from: the engine's file by content, or the server's model."""
+    settings = loaded.settings
+    if _engine(loaded) == "local":
+        model = _engine_model(loaded)
+        return {"gguf": model.name, "sha256": file_sha256(model)}
+    own = settings.agents.get(agent)
+    served = own.model if own and own.model else settings.server.model
+    return {"base_urls": list(settings.server.base_urls), "model": served}
 
 
 def _engine(loaded: LoadedSettings) -> str:
