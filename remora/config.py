@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -207,9 +207,16 @@ class SandboxSettings(SandboxLimits):
     commands: CommandSettings = Field(default_factory=CommandSettings)
 
 
-def _false_word(value: object) -> object:
-    """`false` from an environment variable is the word, not a folder of that name."""
-    return False if isinstance(value, str) and value.strip().lower() == "false" else value
+def _adapter_folder(value: object) -> Path | Literal[False] | None:
+    """A folder, or false (also the word: an environment variable's value is a string); one
+    plain error otherwise, not one per member of the union."""
+    if value is None or value is False:
+        return None if value is None else False
+    if isinstance(value, str) and value.strip().lower() == "false":
+        return False
+    if isinstance(value, (str, Path)) and str(value).strip():
+        return Path(value)
+    raise ValueError("expected a folder made by `remora train`, or false")
 
 
 class AgentSettings(Section):
@@ -219,7 +226,10 @@ class AgentSettings(Section):
     model: str | None = None
     """Served model or LoRA adapter name for this agent (overrides server.model and the
     adapter's name)."""
-    adapter: Annotated[Path | Literal[False] | None, BeforeValidator(_false_word)] = None
+    adapter: Annotated[
+        Path | Literal[False] | None,
+        PlainValidator(_adapter_folder, json_schema_input_type=Path | Literal[False] | None),
+    ] = None
     """A folder made by `remora train` (relative to the config file's folder), over the
     agent's own `adapter:`; false: the base model, even when the agent's YAML names an adapter.
     The embedded engine applies its adapter.gguf; a server is asked for the adapter's name

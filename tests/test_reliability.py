@@ -289,7 +289,7 @@ def leaf_keys() -> list[tuple[str, Any]]:
                 found.append((prefix + name, "not-a-choice"))
             elif "integer" in types or "number" in types:
                 found.append((prefix + name, "not-a-number"))
-            elif "boolean" in types:
+            elif "boolean" in types and "string" not in types:  # a path or false: no word fails
                 found.append((prefix + name, "maybe"))
             elif "array" in types or "object" in types:
                 found.append((prefix + name, 5))
