@@ -210,9 +210,9 @@ class SandboxSettings(SandboxLimits):
 def _adapter_folder(value: object) -> Path | Literal[False] | None:
     """A folder, or false (also the word: an environment variable's value is a string); one
     plain error otherwise, not one per member of the union."""
-    if value is None or value is False:
-        return None if value is None else False
-    if isinstance(value, str) and value.strip().lower() == "false":
+    if value is None:
+        return None
+    if value is False or (isinstance(value, str) and value.strip().lower() == "false"):
         return False
     if isinstance(value, (str, Path)) and str(value).strip():
         return Path(value)

@@ -328,14 +328,13 @@ def _with_adapter(
 
 
 def _model_identity(loaded: LoadedSettings, agent: str) -> dict[str, object]:
-    """What an attempt was sampled from: the engine's file by content, or the server's model."""
-    settings = loaded.settings
+    """What an attempt was sampled from: the engine's file by content, or the server's model
+    (the name the agent asks for, chosen the way `analyze` chooses it)."""
     if _engine(loaded) == "local":
         model = _engine_model(loaded)
         return {"gguf": model.name, "sha256": file_sha256(model)}
-    own = settings.agents.get(agent)
-    served = own.model if own and own.model else settings.server.model
-    return {"base_urls": list(settings.server.base_urls), "model": served}
+    (selected,) = select_agents(loaded, [agent])
+    return {"base_urls": list(loaded.settings.server.base_urls), "model": selected.model}
 
 
 def _engine(loaded: LoadedSettings) -> str:
