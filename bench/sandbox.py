@@ -152,10 +152,9 @@ def bench_workspace(work: Path, files: int, rounds: int) -> dict[str, Any]:
         workspace = Workspace(repo)
         text = workspace.read_text(target)
         workspace.write_text(target, text + "y = 2\n")
-        directory = workspace.directory()
-        assert (directory / target).read_text().endswith("y = 2\n")
+        with workspace.command_directory() as directory:
+            assert (directory / target).read_text().endswith("y = 2\n")
         workspace.diff()
-        workspace.close()
         timings.append(time.perf_counter() - started)
     return {
         "repository_files": files,

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from remora import __version__
 from remora.agents.definition import Agent
+from remora.agents.write_scope import in_scope, text_on_disk, write_scope
 from remora.cache_folder import CACHEDIR_TAG, GITIGNORE, RESULTS
 from remora.cache_rebase import node_text_after, rebased
 from remora.cache_writer import EntryWriter, write_entry
@@ -46,7 +48,6 @@ from remora.discovery.walk import DEFAULT_EXCLUDES
 from remora.program_versions import program_versions
 from remora.results import Change, Finding, JobResult, JobStatus
 
-"""How long `PROGRAM --version` may take before the program is identified by its bytes."""
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEWLINES = ("\n", "\r\n", "\r")
 
@@ -177,6 +178,9 @@ class ResultCache:
             if moved is None:
                 return None
             changes = moved
+        scope = write_scope(agent.definition.writes, node, agent.options, root)
+        if in_scope(scope, changes, lambda file: text_on_disk(root / file))[1]:
+            return None  # a change outside the agent's writes (one retargeted to another file)
         with contextlib.suppress(OSError):
             os.utime(path, follow_symlinks=False)  # recently used
         result = cached.result.model_copy(deep=True)
@@ -309,11 +313,8 @@ def _trusted(cached: CachedResult, agent: Agent, node: Node) -> bool:
     if result.agent != agent.name or result.workspace is not None:
         return False
     stored = result.node
-    if (stored.file, stored.type, stored.qualified_name) != (
-        node.file,
-        node.type,
-        node.qualified_name,
-    ):
+    wanted = (node.file, node.type, node.qualified_name)
+    if (stored.file, stored.type, stored.qualified_name) != wanted:
         return False
     if any(finding.file != node.file for finding in result.findings):
         return False
@@ -341,9 +342,7 @@ def safe_relative_path(file: str) -> bool:
 
 
 def _is_sha256(value: str | None) -> bool:
-    return (
-        value is not None and len(value) == 64 and all(char in "0123456789abcdef" for char in value)
-    )
+    return re.fullmatch("[0-9a-f]{64}", value or "") is not None
 
 
 def _read_entry(path: Path, limit: int) -> bytes | None:

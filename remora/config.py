@@ -182,6 +182,17 @@ class CommandSettings(Section):
     (tests) then runs with your user's access: only for hosts where bubblewrap cannot run."""
     memory_mb: int = Field(default=2048, ge=64)
     """Address-space limit of each command, in MiB (isolation bwrap)."""
+    max_processes: int = Field(default=512, ge=8)
+    """Processes and threads each command may have at once (isolation bwrap): a fork bomb
+    stops there. Enforced by a pids cgroup per command where Remora can create one (as root
+    on cgroup v1; a delegated cgroup v2 tree), else by RLIMIT_NPROC, which the kernel does not
+    apply to root: as root without a writable pids cgroup there is no process limit."""
+    cpu_time_s: int = Field(default=60, ge=1)
+    """CPU seconds each process of a command may use (RLIMIT_CPU, isolation bwrap): SIGXCPU,
+    then SIGKILL a second later. `timeout_s` bounds the command's wall-clock time."""
+    tmp_mb: int = Field(default=128, ge=1)
+    """Size in MiB of each command's private /tmp, where its HOME and TMPDIR are, and of its
+    /dev/shm (isolation bwrap): tmpfs, held in memory until the command ends."""
     config_files: list[Annotated[str, BeforeValidator(_file_name)]] = Field(
         default_factory=lambda: [
             "pyproject.toml",

@@ -124,6 +124,8 @@ class JobResult(BaseModel):
     """The model's own sentence from submit_result, unless it copied the agent's prompt."""
     findings: list[Finding] = Field(default_factory=list)
     changes: list[Change] = Field(default_factory=list)
+    refused_changes: list[str] = Field(default_factory=list)
+    """Changes the job made outside its agent's `writes:`, each `file: why`; never applied."""
     submitted: dict[str, object] | None = None
     """The arguments of the model's `submit_result` call, as validated."""
     turns: int = 0

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from remora.agents.definition import Agent
 from remora.agents.notes import model_note
 from remora.agents.toolscript import SUBMIT_RESULT, Tool
+from remora.agents.write_scope import scoped_changes
 from remora.config import RunnerSettings
 from remora.discovery.nodes import Node
 from remora.events import NO_EVENTS, JobEvents
@@ -129,7 +130,12 @@ class FunctionGemmaRunner:
         outcome, summary = self.verified or (None, "")
         if status is JobStatus.FAILED and outcome is not None:
             status, error = JobStatus.SUCCESS, None
-        changes = self.workspace.diff() if status is JobStatus.SUCCESS else []
+        changes, refused = scoped_changes(self.agent, self.node, self.workspace)
+        if status is not JobStatus.SUCCESS:
+            changes, refused = [], []
+        if refused:
+            summary += f"; {len(refused)} change{'s' if len(refused) > 1 else ''} refused: "
+            summary += "; ".join(refused)[:300]
         return JobResult(
             node=self.node,
             agent=self.agent.name,
@@ -139,6 +145,7 @@ class FunctionGemmaRunner:
             note=model_note(submitted, self.agent),
             findings=list(self.findings.values()),
             changes=changes,
+            refused_changes=refused,
             submitted=submitted,
             turns=self.turns,
             usage=self.replies.usage,

@@ -163,4 +163,8 @@ def read_transcripts(path: Path) -> list[Transcript]:
                 out.append(Transcript.model_validate(data))
             except (ValueError, ValidationError) as exc:
                 raise UserInputError(f"{file}:{number}: not a transcript: {exc}") from exc
+            except RecursionError:  # json.loads on `[[[[...` nested past Python's stack
+                raise UserInputError(
+                    f"{file}:{number}: not a transcript: values nested too deeply to read"
+                ) from None
     return out

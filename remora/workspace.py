@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from remora.discovery.walk import DEFAULT_EXCLUDES
 from remora.results import Change
-
-# Created by tools that commands run; never part of a job's changes.
-IGNORED_OUTPUTS = frozenset(
-    {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", ".remora-home", ".remora-tmp"}
-)
 
 
 class WorkspaceError(PermissionError):
@@ -35,8 +32,9 @@ class Workspace:
     """Copy-on-write overlay of `root`.
 
     The first read of a file pins it: the job sees one version of each file, `diff()` compares
-    against it and applying refuses a file that changed since. Commands that need files on disk
-    get `directory()`, a temporary tree that costs what the job touches, not the repository size.
+    against it and applying refuses a file that changed since. Each command that needs files on
+    disk gets `command_directory()`, a temporary tree that costs what the job touches, not the
+    repository size.
     """
 
     def __init__(self, root: Path, *, keep: bool = False, copy_project: bool = False) -> None:
@@ -45,14 +43,10 @@ class Workspace:
         self.copy_project = copy_project
         """Commands get a full copy of the project instead of links into it: for hosts without
         the OS sandbox, where a link would let a command write the user's file."""
-        self._copied: dict[str, tuple[int, int]] = {}
-        """Files copied by `copy_project`, with the size and mtime they were copied with."""
         self._original: dict[str, Original] = {}
         self._written: dict[str, str] = {}
         self._directory: Path | None = None
-        self._real_dirs: set[str] = set()
-        self._placed: dict[str, str] = {}
-        """Files copied into the directory, with the text put there."""
+        """The last command's directory, when the workspace is kept."""
 
     # --- paths and reads ---------------------------------------------------------------------
 
@@ -141,6 +135,11 @@ class Workspace:
         """The file as the job first saw it (None: it did not exist)."""
         return self._read_original(self.key(path)).text
 
+    def before(self, key: str) -> str | None:
+        """What a file in `diff()` held when the job first read it (None: it did not exist);
+        `key` as `diff()` gives it, not resolved again (the file may be a link by now)."""
+        return self._original[key].text
+
     def diff(self) -> list[Change]:
         changes = []
         for key in sorted(self._written):
@@ -159,119 +158,98 @@ class Workspace:
             )
         return changes
 
-    # --- a real directory for commands -----------------------------------------------------------
+    # --- a real directory for each command --------------------------------------------------
 
-    def directory(self) -> Path:
-        """A temporary tree that looks like the project with the job's view of every file.
+    @contextlib.contextmanager
+    def command_directory(self) -> Iterator[Path]:
+        """A fresh temporary tree that looks like the project with the job's view of every
+        file, for one command, removed when it ends (kept, the last one, with `keep`).
 
-        Folders on the way to a file the job read or wrote are real folders; everything else is
-        a symlink into the project, so setting it up costs what the job touched. Files the job
-        touched are real copies. The links are safe only because commands run in the OS sandbox
-        (sandbox/confinement.py), where the project is mounted read-only: a write through a link
-        fails there. Without the sandbox (`copy_project`) the whole project is copied instead.
+        What the command writes there is thrown away: a job's changes are only what its tools
+        write through the workspace (`write_text`), never what a program run by a tool (pytest
+        over model-written tests, ruff) left on disk, and no command sees what an earlier one
+        left. Folders on the way to a file the job read or wrote are real folders; everything
+        else is a symlink into the project, so setting it up costs what the job touched. The
+        links are safe only because commands run in the OS sandbox (sandbox/confinement.py),
+        where the project is mounted read-only: a write through a link fails there. Without the
+        sandbox (`copy_project`) the whole project is copied instead.
         """
-        if self._directory is None:
-            self._directory = Path(tempfile.mkdtemp(prefix="remora-ws-"))
+        directory = Path(tempfile.mkdtemp(prefix="remora-ws-"))
+        real_dirs: set[str] = set()
+        try:
             if self.copy_project:
-                self._copy_project()
+                _copy_project(self.root, directory, real_dirs)
             else:
-                self._realize(".")  # the project's top level, even before the job touched a file
-        touched = {key for key, original in self._original.items() if original.text is not None}
-        for key in sorted(touched | set(self._written)):
-            text = self._written.get(key, self._original[key].text)
-            if text is not None and self._placed.get(key) != text:
-                self._place(key, text)
-        return self._directory
-
-    def _realize(self, folder: str) -> Path:
-        """Turn `folder` (relative) into a real directory whose entries link to the project."""
-        assert self._directory is not None
-        target = self._directory / folder if folder != "." else self._directory
-        if folder in self._real_dirs:
-            return target
-        if folder != ".":
-            self._realize(PurePosixPath(folder).parent.as_posix())
-            if target.is_symlink():
-                target.unlink()
-            target.mkdir(exist_ok=True)
-        source = self.root / folder
-        if source.is_dir():
-            for entry in os.scandir(source):
-                link = target / entry.name
-                if not os.path.lexists(link):
-                    link.symlink_to(entry.path)
-        self._real_dirs.add(folder)
-        return target
-
-    def _copy_project(self) -> None:
-        """Real folders and file copies of the whole project; symlinks are left out (a copied
-        link would still lead to the user's file) and so are folders discovery skips."""
-        assert self._directory is not None
-        for folder, dirs, files in os.walk(self.root):
-            dirs[:] = [
-                name
-                for name in dirs
-                if name not in DEFAULT_EXCLUDES and not os.path.islink(os.path.join(folder, name))
-            ]
-            relative = Path(folder).relative_to(self.root).as_posix()
-            target = self._directory / relative
-            target.mkdir(exist_ok=True)
-            self._real_dirs.add(relative)
-            for name in files:
-                source = os.path.join(folder, name)
-                if os.path.islink(source):
-                    continue
-                try:
-                    shutil.copyfile(source, target / name)
-                except OSError:
-                    continue
-                stat = (target / name).stat()
-                key = name if relative == "." else f"{relative}/{name}"
-                self._copied[key] = (stat.st_size, stat.st_mtime_ns)
-
-    def _place(self, key: str, text: str) -> None:
-        folder = self._realize(PurePosixPath(key).parent.as_posix())
-        path = folder / PurePosixPath(key).name
-        if path.is_symlink():
-            path.unlink()
-        path.write_text(text, encoding="utf-8")
-        self._placed[key] = text
-
-    def sync_from_directory(self) -> None:
-        """Take what a command changed or created in the real folders as the job's writes."""
-        if self._directory is None:
-            return
-        for folder in sorted(self._real_dirs):
-            base = self._directory / folder if folder != "." else self._directory
-            for entry in os.scandir(base):
-                if entry.is_symlink() or not entry.is_file() or entry.name in IGNORED_OUTPUTS:
-                    continue
-                key = entry.name if folder == "." else f"{folder}/{entry.name}"
-                if key not in self._placed and key in self._copied:
-                    stat = entry.stat()
-                    if self._copied[key] == (stat.st_size, stat.st_mtime_ns):
-                        continue  # a copy no command changed
-                try:
-                    text = Path(entry.path).read_text(encoding="utf-8")
-                except (UnicodeDecodeError, OSError):
-                    continue
-                if self._placed.get(key) != text:
-                    try:
-                        self.write_text(key, text)
-                    except WorkspaceError:
-                        continue  # e.g. over a project symlink that leads outside: never a change
-                    self._placed[key] = text
+                _realize(self.root, directory, ".", real_dirs)  # the top level, always
+            touched = {key for key, original in self._original.items() if original.text is not None}
+            for key in sorted(touched | set(self._written)):
+                text = self._written.get(key, self._original[key].text)
+                if text is not None:
+                    folder = _realize(self.root, directory, _parent(key), real_dirs)
+                    path = folder / PurePosixPath(key).name
+                    if path.is_symlink():
+                        path.unlink()
+                    path.write_text(text, encoding="utf-8")
+            yield directory
+        finally:
+            if self.keep:
+                if self._directory is not None:
+                    shutil.rmtree(self._directory, ignore_errors=True)
+                self._directory = directory
+            else:
+                shutil.rmtree(directory, ignore_errors=True)
 
     @property
     def kept_directory(self) -> Path | None:
-        """The directory left behind by `close()` when the workspace is kept."""
+        """The last command's directory, left behind when the workspace is kept."""
         return self._directory if self.keep else None
 
     def close(self) -> None:
-        """Remove the temporary directory, unless the workspace is kept for inspection."""
-        if self._directory is not None and not self.keep:
-            shutil.rmtree(self._directory, ignore_errors=True)
-            self._directory = None
+        """Nothing to remove: each command's directory went with its command."""
+
+
+def _parent(key: str) -> str:
+    return PurePosixPath(key).parent.as_posix()
+
+
+def _realize(root: Path, directory: Path, folder: str, real_dirs: set[str]) -> Path:
+    """Make `folder` (relative) a real directory in `directory` whose entries link into `root`."""
+    target = directory / folder if folder != "." else directory
+    if folder in real_dirs:
+        return target
+    if folder != ".":
+        _realize(root, directory, _parent(folder), real_dirs)
+        if target.is_symlink():
+            target.unlink()
+        target.mkdir(exist_ok=True)
+    source = root / folder
+    if source.is_dir():
+        for entry in os.scandir(source):
+            link = target / entry.name
+            if not os.path.lexists(link):
+                link.symlink_to(entry.path)
+    real_dirs.add(folder)
+    return target
+
+
+def _copy_project(root: Path, directory: Path, real_dirs: set[str]) -> None:
+    """Real folders and file copies of the whole project; symlinks are left out (a copied link
+    would still lead to the user's file) and so are folders discovery skips."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [
+            name
+            for name in dirs
+            if name not in DEFAULT_EXCLUDES and not os.path.islink(os.path.join(folder, name))
+        ]
+        relative = Path(folder).relative_to(root).as_posix()
+        target = directory / relative
+        target.mkdir(exist_ok=True)
+        real_dirs.add(relative)
+        for name in files:
+            source = os.path.join(folder, name)
+            if not os.path.islink(source):
+                with contextlib.suppress(OSError):
+                    shutil.copyfile(source, target / name)
 
 
 def file_diff(key: str, before: str | None, after: str) -> str:

@@ -32,6 +32,7 @@ tools:
   - script: tools/find_todos.pym
   - script: tools/replace_text.pym
 done_when: [checked]
+writes: [node_file]
 submit_result:
   inputs:
     summary: {type: string, description: One sentence.}

@@ -16,6 +16,7 @@ import pytest
 
 from remora.cli.main import main
 from remora.models.scripted import ScriptedModelServer, tool_call, tool_calls
+from remora.sandbox.commands import CommandRunner
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 # hypothesis's pytest plugin adds seconds to the start of every pytest run; these tests do not
@@ -274,3 +275,98 @@ def test_a_call_that_does_not_repeat_under_pytest_is_dropped_and_the_rest_kept(
     done = pytest_direct(written, demo.parent)
     assert done.returncode == 0, done.stdout
     assert code == 1  # the TST100 finding on the untested function
+
+
+PAYLOAD = "import pathlib; pathlib.Path('PWNED').write_text('x'); print('PWNED-MARKER')"
+HOSTILE = f'(x for x in [1]).gi_frame.f_builtins["exec"]("{PAYLOAD}") or 100, 10)'
+"""A completion the old regex deny-list let through: `exec` reached through a generator's frame;
+if it ran, it would leave a file and a marker on stdout, and `or 100` makes the call pinnable."""
+
+
+def spy_on_commands(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every command the job runs: its arguments, the Python files in its directory as the
+    command saw them (the scratch module included), what it printed, and whether PWNED exists
+    in its directory afterwards."""
+    seen: list[dict[str, Any]] = []
+    original = CommandRunner.run
+
+    async def run(
+        self: CommandRunner, name: str, args: list[str], cwd: Path, *, project: Path | None = None
+    ) -> dict[str, Any]:
+        files = {}
+        for folder, _, names in os.walk(cwd):  # symlinks to the project are not followed
+            for file in names:
+                path = Path(folder) / file
+                if file.endswith(".py") and not path.is_symlink():
+                    files[path.relative_to(cwd).as_posix()] = path.read_text()
+        result = await original(self, name, args, cwd, project=project)
+        output = result["stdout"] + result["stderr"]
+        seen.append(
+            {"args": args, "files": files, "output": output, "pwned": (cwd / "PWNED").exists()}
+        )
+        return result
+
+    monkeypatch.setattr(CommandRunner, "run", run)
+    return seen
+
+
+def test_a_hostile_completion_is_dropped_before_it_runs(
+    demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model proposes `apply_discount(<exec through a generator's frame> or 100, 10)`: the
+    allow-list (parse_test_case) drops it before the scratch run, so no command ever sees its
+    text, nothing prints its marker or leaves its file, and no test is written for it; the
+    ordinary proposals are pinned and written as usual."""
+    seen = spy_on_commands(monkeypatch)
+    calls = {"apply_discount": ["100.0, 10.0)", HOSTILE, "100.0, 150.0)"]}
+    code, report, _ = analyze("inventory/pricing.py", calls, capsys, "--fix", *FAST)
+
+    (result,) = [r for r in report["results"] if r["node"]["qualified_name"] == "apply_discount"]
+    assert result["status"] == "success", result["error"]
+    # 2 proposals and 3 calls from the signature; the hostile one is not among them.
+    assert result["summary"] == "5 tests written and passing (tests/test_pricing_apply_discount.py)"
+    text = (demo / "tests" / "test_pricing_apply_discount.py").read_text()
+    assert "assert apply_discount(100.0, 10.0) == pytest.approx(90.0)" in text
+    assert "gi_frame" not in text and "exec" not in text
+    # The spy saw the scratch runs (the characterization printed its marks)...
+    scratch = [
+        c
+        for c in seen
+        if "apply_discount(100.0, 10.0)" in c["files"].get("inventory/pricing.py", "")
+    ]
+    assert len(scratch) >= 3  # two characterization runs, one run of the candidate tests
+    assert any("REMORA-CHARACTERIZED" in c["output"] for c in seen)
+    # ...and the hostile case reached none of them.
+    for command in seen:
+        assert not any("gi_frame" in t or "PWNED" in t for t in command["files"].values())
+        assert "PWNED-MARKER" not in command["output"]
+        assert not command["pwned"]
+    assert not list(demo.rglob("PWNED"))
+    assert code == 1
+
+
+def test_cases_construct_the_modules_own_classes(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A constructor of a class defined in the module is an allowed argument: the case is
+    pinned, the class and the module's exception are imported, and the file passes."""
+    (demo / "inventory" / "shapes.py").write_text(
+        "class Box:\n    def __init__(self, side):\n        self.side = side\n\n\n"
+        "class TooSmall(Exception):\n    pass\n\n\n"
+        "def area(box: Box, minimum: int = 0) -> int:\n"
+        "    if box.side < minimum:\n        raise TooSmall(box.side)\n"
+        "    return box.side * box.side\n"
+    )
+    calls = {"area": ["Box(3))", "Box(side=1), minimum=2)", "Box(2).side)"]}
+    code, report, _ = analyze("inventory/shapes.py", calls, capsys, "--fix", *FAST)
+    (result,) = report["results"]
+    assert result["status"] == "success", result["error"]
+    text = (demo / "tests" / "test_shapes_area.py").read_text()
+    assert "from inventory.shapes import area, Box, TooSmall  # noqa: E402" in text
+    assert "assert area(Box(3)) == 9" in text
+    assert "    with pytest.raises(TooSmall):\n        area(Box(side=1), minimum=2)\n" in text
+    assert ".side" not in text  # attribute access is refused
+    done = pytest_direct(demo / "tests", cwd=demo.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    assert code == 1

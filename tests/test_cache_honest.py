@@ -497,6 +497,8 @@ def test_a_change_that_reaches_outside_its_node_is_asked_again_after_an_edit_els
     assert probe_run(capsys, rule=rule)[3] == 6
 
 
+WRITES_NOTES = 'writes: [node_file, "notes/{name}.txt"]'
+"""The probe may write its notes too."""
 WRITE_NOTE = """\
 # /// remora-tool
 # description = "Write a note about the node to notes/<name>.txt."
@@ -525,9 +527,8 @@ def test_a_change_that_creates_another_file_is_reused_while_that_file_does_not_e
     monkeypatch.chdir(project)
     (probe_agent.parent / "tools" / "write_note.pym").write_text(WRITE_NOTE)
     tools = "  - script: tools/replace_text.pym\n"
-    probe_agent.write_text(
-        probe_agent.read_text().replace(tools, tools + "  - script: tools/write_note.pym\n")
-    )
+    definition = probe_agent.read_text().replace("writes: [node_file]", WRITES_NOTES)
+    probe_agent.write_text(definition.replace(tools, tools + "  - script: tools/write_note.pym\n"))
     source = project / "pkg" / "shout.py"
     source.write_text(TWO_FUNCTIONS)
     assert probe_run(capsys, rule=note_taker)[3] == 6

@@ -46,6 +46,10 @@ def attempt(key, action):
         observations[key] = action()
     except Exception as exc:
         observations[key] = "refused: " + type(exc).__name__
+def unix(address):
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(address)
+    return "connected"
 attempt("parent_environ", lambda: open("/proc/%(pid)d/environ", "rb").read().decode("latin-1"))
 attempt("environ", lambda: dict(os.environ))
 attempt("home", lambda: os.listdir(%(home)r))
@@ -53,8 +57,11 @@ attempt("outside", lambda: open(%(outside)r, "w").write("pwned"))
 attempt("system", lambda: open(%(system)r, "w").write("pwned"))
 attempt("project", lambda: open(%(victim)r, "w").write("pwned"))
 attempt("network", lambda: bool(socket.create_connection(("127.0.0.1", %(port)d), timeout=2)))
+attempt("unix_socket", lambda: unix(%(unix)r))
 attempt("processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
-json.dump(observations, open("observations.json", "w"))
+attempt("shadow", lambda: open("/etc/shadow").read())
+attempt("etc", lambda: sorted(os.listdir("/etc")))
+print("OBSERVATIONS " + json.dumps(observations))
 """
 
 ESCAPE_TOOL = """\
@@ -74,9 +81,11 @@ result = {"ruff": codes, "outcome": "escaped", "summary": "tried"}
 if run_tests:
     write_file("conftest.py", CONFTEST)
     write_file("test_probe.py", "def test_nothing():\\n    pass\\n")
-    ran = await run_command("python", ["-m", "pytest", "-q", "test_probe.py"])
+    # -s: the conftest prints what it saw (what a command writes in its directory is gone)
+    ran = await run_command("python", ["-m", "pytest", "-q", "-s", "test_probe.py"])
     result["pytest"] = ran["stdout"][-3000:]
-    result["observations"] = read_file("observations.json")
+    seen = [line for line in ran["stdout"].splitlines() if line.startswith("OBSERVATIONS ")]
+    result["observations"] = seen[0][len("OBSERVATIONS ") :] if seen else ran["stderr"]
 result
 """
 
@@ -106,6 +115,12 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object
     listener.settimeout(0.2)
     port = listener.getsockname()[1]
     project = tmp_path / "project"
+    project.mkdir()
+    # A host process listening on a socket file in the project: reachable by path alone.
+    unix_listener = socket.socket(socket.AF_UNIX)
+    unix_listener.bind(str(project / "agent.sock"))
+    unix_listener.listen()
+    unix_listener.settimeout(0.2)
     values = {
         "pid": os.getpid(),
         "home": str(home),
@@ -113,6 +128,7 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object
         "system": os.path.join(sys.prefix, "remora-pwned"),
         "victim": str(project / "victim.txt"),
         "port": port,
+        "unix": str(project / "agent.sock"),
     }
     tool = ESCAPE_TOOL.replace("CONFTEST", repr(CONFTEST % values))
     agent_yaml = write_files(
@@ -137,8 +153,14 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object
     (project / "link.txt").symlink_to(outside)
     (project / "linked_dir").symlink_to(tmp_path / "outside_dir")
     monkeypatch.chdir(project)
-    yield {"project": project, "outside": outside, "listener": listener, "tmp": tmp_path}
+    yield {
+        "project": project,
+        "outside": outside,
+        "listeners": [listener, unix_listener],
+        "tmp": tmp_path,
+    }
     listener.close()
+    unix_listener.close()
 
 
 def run_hostile(
@@ -177,7 +199,7 @@ def test_plain_analyze_writes_nothing_and_model_code_is_confined(
     assert tree_hashes(Path(str(hostile["tmp"]))) == before  # project, outside, home: untouched
     assert outside.read_text() == "outside, untouched\n"
     assert (project / "victim.txt").read_text() == "the user's file\n"
-    assert "1 passed" in str(result["pytest"])
+    assert "1 passed" in str(result["pytest"]), result
     seen = json.loads(str(result["observations"]))
     assert seen["parent_environ"].startswith("refused")  # another PID namespace
     assert "s3cr3t-token" not in json.dumps(seen)  # nor in its own environment
@@ -188,11 +210,15 @@ def test_plain_analyze_writes_nothing_and_model_code_is_confined(
     assert seen["system"].startswith("refused")
     assert seen["project"].startswith("refused")
     assert seen["network"].startswith("refused")
+    assert seen["unix_socket"] == "refused: PermissionError"  # the seccomp filter
+    assert seen["shadow"] == "refused: FileNotFoundError"
+    assert seen["etc"] == ["ld.so.cache", "localtime"]
     assert len(seen["processes"]) <= 4  # bwrap's init, prlimit'd python: no other process
-    listener = hostile["listener"]
-    assert isinstance(listener, socket.socket)
-    with pytest.raises(TimeoutError):
-        listener.accept()
+    listeners = hostile["listeners"]
+    assert isinstance(listeners, list)
+    for listener in listeners:  # nothing connected to the host's TCP or unix socket
+        with pytest.raises(TimeoutError):
+            listener.accept()
     assert code in (0, 1)
 
 
@@ -204,16 +230,20 @@ def test_without_the_os_sandbox_commands_work_on_a_copy(
     project = Path(str(hostile["project"]))
     before = tree_hashes(project)
     _, result = run_hostile("none", capsys, run_tests=False)
-    assert result["ruff"] == [0, 0, 0, 0]  # every command ran, on the copy
+    # Every command ran, each on a fresh copy: --fix fixed its own (0), and each later one saw
+    # the unfixed file again (1: a finding).
+    assert result["ruff"] == [0, 1, 1, 1]
     assert tree_hashes(project) == before
     assert Path(str(hostile["outside"])).read_text() == "outside, untouched\n"
 
 
-def test_a_write_by_a_command_is_a_reported_change_not_a_write(
+def test_what_a_command_writes_is_neither_a_change_nor_a_write(
     hostile: dict[str, object], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`ruff check --fix FILE` edits the job's copy: the report shows the change."""
+    """`ruff check --fix FILE` and `--output-file` write in the command's own directory, thrown
+    away with it (workspace.py): no change in the report, nothing in the project."""
     project = Path(str(hostile["project"]))
+    before = tree_hashes(project)
     script = [
         tool_call("escape", {"run_tests": False}),
         tool_call("submit_result", {"summary": "done"}),
@@ -221,9 +251,8 @@ def test_a_write_by_a_command_is_a_reported_change_not_a_write(
     with ScriptedModelServer(script=script) as server:
         main(["analyze", "mod.py", "--no-cache", "--diff", "--base-url", server.base_url])
     out = capsys.readouterr().out
-    assert "-import os" in out  # ruff's fix, in the patch
-    assert "+++ b/victim.txt" in out  # ruff's --output-file, as a change
-    assert (project / "mod.py").read_text().startswith("import os")
+    assert "+++ b/" not in out
+    assert tree_hashes(project) == before
 
 
 @pytest.mark.parametrize(
@@ -246,7 +275,7 @@ def test_paths_attached_to_options_are_refused(args: list[str]) -> None:
 def test_missing_bubblewrap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("remora.sandbox.confinement.bwrap_executable", lambda: None)
     with pytest.raises(SandboxUnavailable, match=r"apt-get install bubblewrap.*isolation: none"):
-        confinement(512)
+        confinement(CommandSettings())
 
 
 def test_agent_templates_render_in_jinja2s_sandbox(tmp_path: Path) -> None:
@@ -275,13 +304,18 @@ def test_agent_templates_render_in_jinja2s_sandbox(tmp_path: Path) -> None:
 
 
 def test_a_project_that_holds_tmp_still_gets_a_private_home_and_tmp(tmp_path: Path) -> None:
-    """Analysed from /tmp itself, the project (read-only) covers the private /tmp: a command's
-    home and temporary folder live in its workspace instead, and nothing reaches the project."""
+    """Analysed from /tmp itself, the project (read-only) covers /tmp: the command's home and
+    temporary folder go to a tmpfs at /var/tmp instead, and nothing reaches the project or
+    the workspace."""
     runner = CommandRunner(CommandSettings(allowed=["sh"]))
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    script = 'echo x > "$HOME/f" && echo y > "$TMPDIR/g" && cat "$HOME/f" "$TMPDIR/g"'
+    script = (
+        'echo x > "$HOME/f" && echo y > "$TMPDIR/g" && cat "$HOME/f" "$TMPDIR/g" && '
+        'echo "$HOME $TMPDIR" && ! touch /tmp/pwned 2>/dev/null'
+    )
     result = anyio.run(lambda: runner.run("sh", ["-c", script], workspace, project=Path("/tmp")))
     assert result["exit_code"] == 0, result["stderr"]
-    assert result["stdout"] == "x\ny\n"
-    assert sorted(p.name for p in workspace.iterdir()) == [".remora-home", ".remora-tmp"]
+    assert result["stdout"] == "x\ny\n/var/tmp/.remora-home /var/tmp\n"
+    assert list(workspace.iterdir()) == []
+    assert not Path("/tmp/pwned").exists()

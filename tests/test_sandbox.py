@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from remora.agents.toolscript import load_tool
 from remora.config import CommandSettings, LimitsPreset, SandboxLimits
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
+from remora.results import ErrorCode, JobError
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions
@@ -290,20 +292,68 @@ async def test_ruff_runs_in_the_workspace_directory(
     assert json.loads(result["stdout"]) == []
 
 
-async def test_command_sees_workspace_writes_and_its_edits_come_back(
+async def test_command_sees_workspace_writes_but_what_it_writes_is_no_change(
     sandbox: ToolSandbox, project: Path, node: Node
 ) -> None:
+    """A command runs in a throwaway copy: ruff --fix sees the job's write and fixes it there,
+    and a second command sees neither that fix nor a file the first one created."""
     workspace = Workspace(project)
     code = (
         "write_file('pkg/shout.py', read_file('pkg/shout.py') + 'import os\\n')\n"
         "r = await run_command('ruff', ['check', '--select', 'F401', '--fix', 'pkg/shout.py'])\n"
-        "[r['exit_code'], read_file('pkg/shout.py').endswith('import os\\n')]\n"
+        "again = await run_command('ruff', ['check', '--select', 'F401', 'pkg/shout.py'])\n"
+        "[r['exit_code'], again['exit_code'], read_file('pkg/shout.py').endswith('import os\\n')]\n"
     )
     limits = resolve_limits(SandboxLimits(timeout_s=5))
     outcome = await run_script(code, sandbox, project, node, workspace=workspace, limits=limits)
-    assert outcome.value == [0, False]  # ruff removed the unused import it was shown
-    assert workspace.diff() == []  # ... so the file is back to the original
+    # ruff fixed its copy (exit 0); the next command saw the job's own write again (exit 1)
+    assert outcome.value == [0, 1, True]
+    [change] = workspace.diff()
+    assert change.file == "pkg/shout.py" and change.new_text.endswith("import os\n")
     assert "import os" not in (project / "pkg" / "shout.py").read_text()
+
+
+async def test_what_a_command_deletes_is_back_for_the_next_one(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    """Code under pytest that deletes a configuration link leaves it in place for the next
+    command (a shared, read-only ruff run computed without it would mislead every job)."""
+    (project / "ruff.toml").write_text("line-length = 100\n")
+    deletes = "def test_delete():\n    import os\n    os.unlink('ruff.toml')\n"
+    checks = "def test_there():\n    import os\n    assert os.path.exists('ruff.toml')\n"
+    code = (
+        "src = read_file('pkg/shout.py')\n"
+        "pytest = ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'pkg/shout.py']\n"
+        f"write_file('pkg/shout.py', src + {deletes!r})\n"
+        "first = await run_command('python', pytest)\n"
+        f"write_file('pkg/shout.py', src + {checks!r})\n"
+        "second = await run_command('python', pytest)\n"
+        "write_file('pkg/shout.py', src)\n"
+        "[first['exit_code'], second['exit_code']]\n"
+    )
+    limits = resolve_limits(SandboxLimits(timeout_s=60))
+    outcome = await run_script(code, sandbox, project, node, limits=limits)
+    assert outcome.value == [0, 0], outcome
+    assert (project / "ruff.toml").exists()
+
+
+async def test_a_sandbox_that_fails_at_run_time_is_an_environment_fault(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    """bubblewrap failing to build the sandbox (here: the project it must bind is gone) is the
+    environment's fault, which ends the job as an error, never the command's result."""
+    script = project.parent / "tool_under_test.pym"
+    script.write_text(HEADER + "await run_command('ruff', ['--version'])\n")
+    tool = load_tool(script)
+    workspace = Workspace(project)
+    shutil.rmtree(project)
+    faults: list[JobError] = []
+    host = host_functions(workspace, node, CommandRunner(CommandSettings()), faults)
+    outcome = await sandbox.run(tool, {"node": node.model_dump(), "options": {}}, host, FAST)
+    assert outcome.error is not None
+    [fault] = faults
+    assert fault.code is ErrorCode.SANDBOX_CRASHED
+    assert "bwrap:" in fault.message
 
 
 async def test_workspace_directory_costs_what_the_job_touches(project: Path) -> None:
@@ -311,12 +361,11 @@ async def test_workspace_directory_costs_what_the_job_touches(project: Path) -> 
         (project / "pkg" / f"other_{i}.py").write_text("x = 1\n")
     workspace = Workspace(project)
     workspace.write_text("pkg/shout.py", "changed\n")
-    directory = workspace.directory()
-    real_files = [p for p in directory.rglob("*") if p.is_file() and not p.is_symlink()]
-    assert [p.relative_to(directory).as_posix() for p in real_files] == ["pkg/shout.py"]
-    assert (directory / "pkg" / "other_7.py").is_symlink()
-    assert (directory / "pkg" / "shout.py").read_text() == "changed\n"
-    workspace.close()
+    with workspace.command_directory() as directory:
+        real_files = [p for p in directory.rglob("*") if p.is_file() and not p.is_symlink()]
+        assert [p.relative_to(directory).as_posix() for p in real_files] == ["pkg/shout.py"]
+        assert (directory / "pkg" / "other_7.py").is_symlink()
+        assert (directory / "pkg" / "shout.py").read_text() == "changed\n"
     assert not directory.exists()
 
 

@@ -6,6 +6,7 @@ A hand-written server (tests.test_server_faults) sends exactly the bytes each ca
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 from collections.abc import Iterator
@@ -14,7 +15,15 @@ from typing import Any
 import anyio
 import pytest
 
-from remora.protocol.messages import ModelError, ModelReply, ReplyProgress
+from remora.models.chat_stream import (
+    MAX_STREAM_EVENTS,
+    MAX_STREAMED_CALLS,
+    EventSplitter,
+    StreamedReply,
+)
+from remora.protocol.confidence import call_confidence
+from remora.protocol.messages import MalformedReply, ModelError, ModelReply, ReplyProgress, ToolCall
+from remora.results import ErrorCode
 from tests.test_server_faults import (
     HostileServer,
     Request,
@@ -26,6 +35,7 @@ from tests.test_server_faults import (
     serving,
 )
 
+MIB = 1 << 20
 SSE = {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"}
 
 
@@ -216,3 +226,126 @@ def test_a_stream_larger_than_the_cap_is_refused() -> None:
     with HostileServer(serving(chat)) as server, pytest.raises(ModelError) as caught:
         ask_streamed(server.base_url, max_reply_mb=1)
     assert "larger than 1 MiB" in caught.value.message
+
+
+# --------------------------------------------------------------------------- parsing costs
+
+
+def logprob_chunk(*tokens: str) -> dict[str, Any]:
+    """A chunk that carries log-probabilities and nothing else (vLLM's shape)."""
+    entries = [{"token": t, "logprob": -0.1, "bytes": list(t.encode())} for t in tokens]
+    choice = {"index": 0, "delta": {}, "logprobs": {"content": entries}, "finish_reason": None}
+    return {"id": "s", "object": "chat.completion.chunk", "choices": [choice]}
+
+
+def test_a_16_mib_stream_of_one_entry_logprob_chunks_is_a_model_error_within_seconds() -> None:
+    """Under the 16 MiB cap, about 150,000 one-entry chunks: folding them once cost quadratic
+    CPU (a new list per event), which only the job timeout ended. Now the reply is refused at
+    MAX_STREAM_EVENTS events, as malformed."""
+    one = f"data: {json.dumps(logprob_chunk('x'))}\n\n".encode()
+    body = one * ((16 * MIB - 4096) // len(one))
+    assert len(body) // len(one) > MAX_STREAM_EVENTS
+
+    def chat(request: Request, wire: Wire) -> None:
+        wire.send(head(200, SSE))
+        wire.send(f"{len(body):x}\r\n".encode() + body + b"\r\n")
+        wire.send(event("[DONE]") + b"0\r\n\r\n")
+
+    with HostileServer(serving(chat)) as server:
+        started = time.monotonic()
+        with pytest.raises(ModelError) as caught:
+            ask_streamed(server.base_url)
+        took = time.monotonic() - started
+    assert caught.value.code is ErrorCode.MODEL_ERROR
+    assert f"more than {MAX_STREAM_EVENTS} events" in caught.value.message
+    assert took < 5
+
+
+def test_a_call_streamed_in_tiny_pieces_is_folded_in_linear_time() -> None:
+    """60,000 pieces of `}}}}` inside a string: every piece ends like a closed object. Parsing
+    the whole arguments after each event (to close a one-call reply early) took 12 s here;
+    each character is now looked at once, and the call still ends the reply when it closes."""
+    pieces = [
+        chunk({"tool_calls": [{"index": 0, "id": "c0", "function": {"name": "f"}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": "'}}]}),
+        *[chunk({"tool_calls": [{"index": 0, "function": {"arguments": "}}}}"}}]})] * 60_000,
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '\\"}'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"}'}}]}),
+    ]
+    body = b"".join(f"data: {json.dumps(piece)}\n\n".encode() for piece in pieces)
+
+    def chat(request: Request, wire: Wire) -> None:
+        wire.send(head(200, SSE))
+        wire.send(f"{len(body):x}\r\n".encode() + body + b"\r\n")
+        wire.hold(30)  # no [DONE]: only the closed call can end the reply this soon
+
+    seen: list[ReplyProgress] = []
+    with HostileServer(serving(chat)) as server:
+        reply, took = ask_streamed(server.base_url, parallel=False, progress=seen)
+    (call,) = reply.tool_calls
+    assert json.loads(call.arguments) == {"a": "}}}}" * 60_000 + '"}'}
+    assert took < 5
+    assert len(seen) == len(pieces)
+    # What progress shows of a long text may lag it by an eighth, never more.
+    assert len(seen[-1].calls[0][1]) >= len(call.arguments) * 7 // 8
+
+
+def test_a_line_sent_one_byte_at_a_time_is_split_in_linear_time() -> None:
+    splitter = EventSplitter()
+    started = time.monotonic()
+    for _ in range(200_000):
+        assert splitter.feed(b"x") == []
+    assert splitter.feed(b"\n\n") == []  # not a data line: no event
+    assert splitter.feed(b"data: {}\n") == []
+    assert splitter.feed(b"\n") == [b"{}"]
+    assert time.monotonic() - started < 3  # 8.7 s when each piece copied the line so far
+
+
+def fold(*chunks: dict[str, Any]) -> StreamedReply:
+    reply = StreamedReply()
+    for item in chunks:
+        reply.add_event(json.dumps(item).encode(), None)
+    return reply
+
+
+def test_more_logprob_entries_or_calls_than_a_reply_can_have_are_malformed() -> None:
+    with pytest.raises(MalformedReply, match=f"more than {MAX_STREAM_EVENTS} log-probability"):
+        fold(*[logprob_chunk("a", "b", "c")] * (MAX_STREAM_EVENTS // 3 + 1))
+    calls = [
+        chunk({"tool_calls": [{"index": index, "function": {"name": "f", "arguments": "{}"}}]})
+        for index in range(MAX_STREAMED_CALLS + 1)
+    ]
+    assert len(fold(*calls[:-1]).body()["choices"][0]["message"]["tool_calls"]) == 256
+    with pytest.raises(MalformedReply, match=f"more than {MAX_STREAMED_CALLS} tool calls"):
+        fold(*calls)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "whole"),
+    [
+        (['  {"a": "\\\\', '"', ', "b": "}\\"', '{"}', "  "], True),  # escapes across pieces
+        (['{"a": {"b": [1, {}]}', "}"], True),
+        (['{"a": 1} x'], False),  # closed, then more: never one object
+        (['{"a": 1}', "}"], True),  # decided when it closed (the reply ends there)
+        (['{"a": 1}}'], False),
+        (['{"a": tru}'], False),
+        (["[1]"], False),
+        (['{"a": "}"'], False),  # not closed yet
+    ],
+)
+def test_a_first_call_is_whole_exactly_when_its_arguments_are_one_json_object(
+    pieces: list[str], whole: bool
+) -> None:
+    deltas = [chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces]
+    reply = fold(*deltas)
+    assert reply.first_call_whole() is whole
+    text = reply.body()["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    assert text == "".join(pieces)
+
+
+def test_confidence_over_many_calls_and_tokens_is_not_quadratic() -> None:
+    tokens = [("call:", -0.1), ("f", -0.2), ("{", -0.01), ("x}", 0.0)] * 5000
+    calls = [ToolCall(id=str(index), name="f", arguments="{}") for index in range(5000)]
+    started = time.monotonic()
+    assert call_confidence(tokens, calls) == pytest.approx(math.exp(-0.2))
+    assert time.monotonic() - started < 1  # 4.7 s when every call walked every token

@@ -492,6 +492,55 @@ def test_the_adapter_is_part_of_the_cache_key(tmp_path: Path) -> None:
         load_adapter(tmp_path, where="agents.docstring.adapter")
 
 
+def test_a_card_that_is_not_an_adapter_card_is_one_plain_error(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`{}` printed pydantic's dump (eleven 'Field required' blocks and their links): now one
+    line naming the file and the keys, as configuration errors are said."""
+    monkeypatch.chdir(project)
+    folder = fake_adapter(project / "adapters" / "probe", "probe")
+    card = folder / "card.json"
+    written = json.loads(card.read_text())
+    card.write_text("{}")
+    expected = (
+        f"agents.probe.adapter: {card}: not an adapter card made by `remora train`: missing "
+        "keys: name, agent, base, lora, data, scores, training, seed, created, remora_version, "
+        "gguf_sha256"
+    )
+    with pytest.raises(UserInputError) as caught:
+        load_adapter(folder, where="agents.probe.adapter")
+    assert str(caught.value) == expected
+    # As a user meets it: the agent's configuration names the folder.
+    config = probe_config.read_text().replace("agent.yaml}", "agent.yaml, adapter: adapters/probe}")
+    probe_config.write_text(config)
+    code, _, err = run_cli(["analyze", "pkg", "--base-url", "http://127.0.0.1:9/v1"], capsys)
+    assert code == 2 and expected in err
+    assert "validation error" not in err and "errors.pydantic.dev" not in err
+
+    del written["base"]["sha256"]
+    card.write_text(json.dumps({**written, "seed": "x", "colour": "red"}))
+    with pytest.raises(UserInputError) as caught:
+        load_adapter(folder, where="test")
+    assert str(caught.value).endswith(
+        "not an adapter card made by `remora train`: missing keys: base.sha256; seed: Input "
+        "should be a valid integer, unable to parse string as an integer (got 'x'); colour: "
+        "unknown key; allowed keys: agent, base, created, data, format, gguf_sha256, lora, "
+        "name, remora_version, scores, seed, training"
+    )
+    for text, words in (
+        ("[]", "not an adapter card made by `remora train`: a JSON object is expected, not list"),
+        ("[" * 100_000, "not an adapter card: not JSON (nested too deeply)"),
+        ("{", "not an adapter card: not JSON (Expecting property name enclosed in double quotes"),
+    ):
+        card.write_text(text)
+        with pytest.raises(UserInputError) as caught:
+            load_adapter(folder, where="test")
+        assert f"test: {card}: {words}" in str(caught.value)
+
+
 def test_train_refuses_bad_flags_and_unknown_agents_before_any_work(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

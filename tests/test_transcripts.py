@@ -74,3 +74,15 @@ def test_a_bad_transcript_line_is_named(tmp_path: Path) -> None:
     (tmp_path / "docstring.jsonl").write_bytes(b'{"format": "\xff"}\n')
     with pytest.raises(UserInputError, match=r"docstring.jsonl: cannot read transcripts: .*utf-8"):
         read_transcripts(tmp_path)
+
+
+def test_a_transcript_line_nested_too_deeply_is_named(tmp_path: Path) -> None:
+    """`[[[[...]]]]` 100,000 deep: json.loads raised RecursionError, which escaped the reader
+    (and `remora train --transcripts DIR`) as a traceback."""
+    good = '{"format": "remora-transcript/0"}'  # never reached: line 1 is read first
+    (tmp_path / "docstring.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n" + good + "\n")
+    with pytest.raises(UserInputError) as caught:
+        read_transcripts(tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / 'docstring.jsonl'}:1: not a transcript: values nested too deeply to read"
+    )

@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 import jinja2
 import jsonschema
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from remora.agents.context import ProviderName, provide
+from remora.agents.templates import BoundedEnvironment, render, template_line
 from remora.agents.toolscript import (
     SUBMIT_RESULT,
     InputSpec,
@@ -22,6 +22,7 @@ from remora.agents.toolscript import (
     inputs_schema,
     load_tool,
 )
+from remora.agents.write_scope import check_scope
 from remora.config import ConfidencePolicy, SandboxLimits
 from remora.discovery.nodes import Node, NodeType
 from remora.errors import UserInputError
@@ -116,9 +117,21 @@ class AgentDefinition(Strict):
     end the job not done)."""
     adapter: Path | None = None
     """A LoRA adapter folder made by `remora train`, relative to this file's folder."""
+    writes: list[str] = Field(default_factory=list, max_length=16)
+    """Where the agent's changes may go (agents/write_scope.py): `node` (inside the node's own
+    lines), `node_file` (anywhere in the node's file), or a project path with placeholders
+    `{project}`, `{folder}`, `{module}`, `{name}` and `{options.KEY}`. A change anywhere else is
+    refused; an agent without `writes` changes no file."""
     examples: list[Example] = Field(default_factory=list, max_length=2)
     """Worked examples the model sees before every job of this agent, the same bytes each time
     (a prefix the engine and vLLM's prefix cache evaluate once)."""
+
+    @field_validator("writes")
+    @classmethod
+    def _scopes_parse(cls, writes: list[str]) -> list[str]:
+        for scope in writes:
+            check_scope(scope)
+        return writes
 
     @field_validator("node_context")
     @classmethod
@@ -133,8 +146,9 @@ class AgentDefinition(Strict):
 
 
 # Agent folders may come with a project the user did not write: their templates render in
-# jinja2's sandbox, where `{{ cycler.__init__.__globals__.os }}` is refused, not evaluated.
-TEMPLATES = ImmutableSandboxedEnvironment(
+# jinja2's sandbox, where `{{ cycler.__init__.__globals__.os }}` is refused, not evaluated, and
+# within bounds on size and time (agents/templates.py).
+TEMPLATES = BoundedEnvironment(
     undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
 )
 
@@ -219,12 +233,15 @@ class Agent(BaseModel):
         return TEMPLATES.from_string(self.definition.node_context)
 
     def render_context(self, node: Node, root: Path) -> str:
-        return self._template.render(
-            node=node.model_dump(),
-            agent=self.name,
-            options=self.options,
-            context=provide(self.definition.context, node, root),
-        )
+        """The job's first user message. A node that makes the template break a bound (size,
+        time, output: agents/templates.py) raises TemplateBoundError, a jinja2.TemplateError."""
+        values = {
+            "node": node.model_dump(),
+            "agent": self.name,
+            "options": self.options,
+            "context": provide(self.definition.context, node, root),
+        }
+        return render(self._template, values)
 
 
 def load_definition(path: Path) -> tuple[AgentDefinition, YamlFile]:
@@ -350,7 +367,8 @@ def _check_examples(
 
 
 def _check_template_renders(agent: Agent, document: YamlFile) -> None:
-    """Catch undefined names in node_context at load time instead of in every job."""
+    """Catch undefined names and broken bounds in node_context at load time instead of in every
+    job (a template that loops forever is stopped after RENDER_SECONDS)."""
     sample = Node(
         id="example.py::f",
         type=NodeType.FUNCTION,
@@ -366,6 +384,9 @@ def _check_template_renders(agent: Agent, document: YamlFile) -> None:
     )
     try:
         agent.render_context(sample, document.path.parent)
-    except jinja2.TemplateError as exc:
+    # What a template's expressions raise ({{ 1 / 0 }}, {{ 'a' + 1 }}), as well as jinja2's own.
+    except (jinja2.TemplateError, ArithmeticError, LookupError, TypeError, ValueError) as exc:
         where = document.where(["node_context"])
-        raise UserInputError(f"{where}: node_context: cannot render template: {exc}") from exc
+        line = template_line(exc)
+        at = f" (template line {line})" if line else ""
+        raise UserInputError(f"{where}: node_context: cannot render template{at}: {exc}") from exc

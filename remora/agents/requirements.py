@@ -39,7 +39,7 @@ def unmet(requires: Requirements, commands: CommandSettings) -> list[str]:
             missing.append(f"python module {module} is not installed{where} ({how})")
     if (requires.programs or requires.python_modules) and commands.isolation == "bwrap":
         try:
-            confinement(commands.memory_mb)
+            confinement(commands)
         except SandboxUnavailable as exc:
             missing.append(str(exc))
     return missing

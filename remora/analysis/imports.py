@@ -57,7 +57,7 @@ def unimportable(
     with tempfile.TemporaryDirectory(prefix="remora-imports-") as scratch:
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ} | FIXED_ENV
         if commands.isolation == "bwrap":
-            argv = confinement(commands.memory_mb).wrap(
+            argv = confinement(commands).wrap(
                 argv, workspace=Path(scratch), readable=[root], env=env
             )
         try:

@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from remora.cli.flags import agent_names, cli_settings, config_flags, engine_flags, model_flags
 
@@ -47,7 +47,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # The heavy imports (pygls, the analysis) only for this command.
     from remora.editor.runs import RunOptions
-    from remora.editor.server import build_server
+    from remora.editor.server import BoundedStdin, build_server
 
     logging.basicConfig(
         filename=args.log_file,
@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         agents=agent_names(args.agents),
     )
     server = build_server(options, debounce=max(args.debounce, 0) / 1000)
-    server.start_io(sys.stdin.buffer, protocol_output())
+    # pygls reads stdin only through readline() and read(n): the bounded reader is all it needs.
+    server.start_io(cast(BinaryIO, BoundedStdin(sys.stdin.buffer)), protocol_output())
     return 0
 
 

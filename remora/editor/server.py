@@ -10,13 +10,17 @@ action (docs/EDITORS.md)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcServerNotInitialized
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import RPCMessage
 from pygls.uris import to_fs_path
 
 from remora import __version__
@@ -36,10 +40,83 @@ log = logging.getLogger("remora.editor")
 RUN_NODE = "remora.runNode"
 """The command behind "run agents on this node": arguments [document URI, node id]."""
 
+MAX_MESSAGE_BYTES = 64 << 20
+"""The largest message from the editor the server reads (a Python file of tens of MiB still
+fits). A larger one is skipped unread, in pieces: pygls alone reads whatever `Content-Length`
+declares in one allocation, and one frame of `Content-Length: 99999999999` ended the server
+with a MemoryError."""
+MAX_HEADER_LINE = 4096
+"""LSP headers are `Content-Length` and `Content-Type`: a longer line is skipped unread."""
+REFUSED = "$/remora/refusedMessage"
+"""Not sent by editors: what the server's own reader hands pygls in place of a skipped message,
+so the skip is said where the editor shows it (`$/`: a notification the protocol may ignore)."""
+_SKIPPED_PIECE = 1 << 20
+
+
+class BoundedStdin:
+    """stdin as pygls reads LSP frames from it: header lines (`readline`), then the body
+    (`read(Content-Length)`), each read bounded. A message over `MAX_MESSAGE_BYTES` is skipped
+    and the server goes on: an editor restarts a language server that ends, and sends the same
+    documents again, so ending would repeat; skipping loses only that message."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def readline(self) -> bytes:
+        line = self._stream.readline(MAX_HEADER_LINE)
+        if len(line) < MAX_HEADER_LINE or line.endswith(b"\n"):
+            return line
+        while (rest := self._stream.readline(MAX_HEADER_LINE)) and not rest.endswith(b"\n"):
+            pass
+        log.warning("skipped a header line longer than %d bytes from the editor", MAX_HEADER_LINE)
+        # A line pygls ignores, so the header's end is still the blank line that ends it.
+        return b"X-Remora-Skipped: a header line too long\r\n" if rest else b""
+
+    def read(self, size: int) -> bytes:
+        if size <= MAX_MESSAGE_BYTES:
+            return self._stream.read(size)
+        log.error(
+            "skipping a message of %d bytes from the editor: larger than the %d MiB a message "
+            "may have",
+            size,
+            MAX_MESSAGE_BYTES >> 20,
+        )
+        left = size
+        while left > 0:
+            piece = self._stream.read(min(left, _SKIPPED_PIECE))
+            if not piece:
+                log.error("the editor closed the connection inside that message: ending")
+                return b""  # pygls ends on an empty read
+            left -= len(piece)
+        return json.dumps({"jsonrpc": "2.0", "method": REFUSED, "params": {"bytes": size}}).encode()
+
+
+class _Protocol(LanguageServerProtocol):
+    """pygls, with LSP's first rule: before `initialize`, a request is answered with
+    ServerNotInitialized (-32002) and a notification is dropped (`exit` excepted). pygls runs
+    them, and a handler that needs the workspace answered with a Python traceback."""
+
+    initialize_seen = False
+
+    def handle_message(self, message: RPCMessage) -> None:
+        method = getattr(message, "method", None)
+        if method == types.INITIALIZE:
+            self.initialize_seen = True
+        elif not self.initialize_seen and method not in (None, types.EXIT, REFUSED):
+            if hasattr(message, "id"):  # a request (notifications have no id)
+                error = JsonRpcServerNotInitialized(
+                    f"{method}: the server is not initialized yet (send initialize first)"
+                )
+                self._send_response(message.id, None, error.to_response_error())
+            else:
+                log.info("ignored %s: sent before initialize", method)
+            return
+        super().handle_message(message)
+
 
 class RemoraServer(LanguageServer):
     def __init__(self, options: RunOptions, debounce: float) -> None:
-        super().__init__("remora", __version__)
+        super().__init__("remora", __version__, protocol_cls=_Protocol)
         self.options = options
         self.debounce = debounce
         self.runs = FileRuns(
@@ -138,6 +215,19 @@ def build_server(options: RunOptions, *, debounce: float) -> RemoraServer:
         uri, node = (str(argument) for argument in arguments[:2])
         if (path := _python_file(uri)) is not None:
             ls.runs.schedule(path, 0, nodes=frozenset({node}), cache=False)
+
+    @server.feature(REFUSED)
+    def refused(ls: RemoraServer, params: Any) -> None:
+        size = getattr(params, "bytes", None)
+        size = size if isinstance(size, int) else "?"  # the reader's number, unless spoofed
+        problem = f"Remora skipped a message of {size} bytes from the editor: larger than the "
+        problem += f"{MAX_MESSAGE_BYTES >> 20} MiB a message may have"
+        # Before initialize is answered the protocol lets the server say nothing to the editor;
+        # the reader has logged it.
+        if isinstance(ls.protocol, _Protocol) and ls.protocol.initialize_seen:
+            message = types.ShowMessageParams(type=types.MessageType.Error, message=problem)
+            with client_gone_is_fine():
+                ls.window_show_message(message)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: RemoraServer, *_: Any) -> None:

@@ -10,11 +10,18 @@ not bounded (the server may be queueing the request; `runner.job_timeout` bounds
 from then on every wait for more bytes is bounded by `server.timeout`; the bytes read are capped
 by `server.max_reply_mb`. A whole reply sent instead of a stream, and an error body, are bounded
 by `runner.job_timeout` only.
+
+Folding costs time linear in the bytes read (pieces are appended in place, never copied whole
+per event), and a reply is refused as malformed past `MAX_STREAM_EVENTS` events or
+log-probability entries, or `MAX_STREAMED_CALLS` calls: within the byte cap a server could
+otherwise keep the client parsing for the whole job timeout.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +30,14 @@ import anyio
 
 from remora.models.http_guards import ReplyRefused, read_capped
 from remora.protocol.messages import MalformedReply, ReplyProgress, parse_json
+
+MAX_STREAM_EVENTS = 65_536
+"""Most events, and most log-probability entries, one streamed reply may have. A server sends
+about one event (and one entry) per generated token: twice a 32K context, and 128 times
+Remora's default `runner.max_tokens`. More means the server is not generating a reply."""
+
+MAX_STREAMED_CALLS = 256
+"""Most tool calls one streamed reply may hold (each event reports every call so far)."""
 
 
 class Stalled(Exception):
@@ -33,24 +48,132 @@ class StreamFailed(Exception):
     """The server reported an error inside the stream (vLLM sends `data: {"error": ...}`)."""
 
 
+class _Text:
+    """Text that grows piece by piece. `str +=` on an attribute copies the whole text on every
+    event (quadratic over a reply of many small pieces); here pieces are kept and joined when
+    the text is read. What progress shows is joined again only once the text has grown by an
+    eighth, so reporting on every event stays linear too (it may lag by that much)."""
+
+    __slots__ = ("_joined", "_pieces", "length")
+
+    def __init__(self) -> None:
+        self._joined = ""
+        self._pieces: list[str] = []
+        self.length = 0
+
+    def add(self, piece: str) -> None:
+        self._pieces.append(piece)
+        self.length += len(piece)
+
+    def value(self) -> str:
+        if self._pieces:
+            self._joined = "".join([self._joined, *self._pieces])
+            self._pieces.clear()
+        return self._joined
+
+    def shown(self) -> str:
+        if self.length - len(self._joined) >= max(len(self._joined) >> 3, 1):
+            return self.value()
+        return self._joined
+
+
+_JSON_MARK = re.compile(r'[{}"\\]')
+
+
+class _ObjectEnd:
+    """Whether arguments streamed in pieces are one whole JSON object, found with each character
+    looked at once (parsing the whole text after every event is quadratic). Outside strings,
+    braces in JSON only open and close objects, so the text of a valid object closes where its
+    brace depth first returns to 0: only that text is parsed. Text that closed there and does
+    not parse can never become one object, whatever follows."""
+
+    __slots__ = ("_carried_escape", "_depth", "_in_string", "_started", "whole")
+
+    def __init__(self) -> None:
+        self._started = False
+        self._depth = 0
+        self._in_string = False
+        self._carried_escape = False
+        """The previous piece ended with a backslash inside a string."""
+        self.whole: bool | None = None
+        """Decided once the first object closes (or the text cannot start one)."""
+
+    def feed(self, piece: str, text: _Text) -> None:
+        """`piece` has just been added to `text`."""
+        if self.whole is not None or not piece:
+            return
+        start = 0
+        if not self._started:
+            start = len(piece) - len(piece.lstrip())
+            if start == len(piece):
+                return  # whitespace only, so far
+            if piece[start] != "{":
+                self.whole = False
+                return
+            self._started = True
+        closed = self._scan(piece, start)
+        if closed is None:
+            return
+        if piece[closed:].strip():
+            self.whole = False  # something after the object: not one object
+            return
+        try:
+            self.whole = isinstance(json.loads(text.value()), dict)
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+            self.whole = False
+
+    def _scan(self, piece: str, start: int) -> int | None:
+        """Where in `piece` the object closed (just past its brace), or None."""
+        escaped = 0 if self._carried_escape else -1
+        self._carried_escape = False
+        for mark in _JSON_MARK.finditer(piece, start):
+            at = mark.start()
+            if at == escaped:
+                continue
+            char = mark.group()
+            if self._in_string:
+                if char == '"':
+                    self._in_string = False
+                elif char == "\\":
+                    escaped = at + 1
+                    self._carried_escape = escaped == len(piece)
+            elif char == '"':
+                self._in_string = True
+            elif char == "{":
+                self._depth += 1
+            elif char == "}":
+                self._depth -= 1
+                if self._depth == 0:
+                    return at + 1
+        return None
+
+
 class _Call:
-    __slots__ = ("arguments", "id", "name")
+    __slots__ = ("arguments", "end", "id", "name")
 
     def __init__(self) -> None:
         self.id: str | None = None
         self.name = ""
-        self.arguments = ""
+        self.arguments = _Text()
+        self.end = _ObjectEnd()
 
 
 class StreamedReply:
     """Chunks (`chat.completion.chunk` objects) folded into one reply."""
 
     def __init__(self) -> None:
-        self.content = ""
+        self.content = _Text()
         self.calls: dict[int, _Call] = {}
+        self._order: list[int] = []
+        """The calls' indexes, sorted: the order progress lists them in."""
+        self._shown: list[tuple[str, str]] = []
+        """What progress showed of each call, in that order; after an event only the calls it
+        touched are read again (all of them on every event is calls x events)."""
+        self._touched: set[int] = set()
         self.finish_reason: str | None = None
         self.usage: object = None
         self.logprobs: list[object] | None = None
+        self.events = 0
         self.started = False
         """An event has come: the server is generating (before, it may be queueing)."""
 
@@ -59,6 +182,12 @@ class StreamedReply:
         if event == b"[DONE]":
             return True
         self.started = True
+        self.events += 1
+        if self.events > MAX_STREAM_EVENTS:
+            raise MalformedReply(
+                f"the streamed reply has more than {MAX_STREAM_EVENTS} events (about one per "
+                "token is expected)"
+            )
         try:
             chunk = json.loads(event)
         except (ValueError, RecursionError) as exc:
@@ -88,16 +217,26 @@ class StreamedReply:
                 self.finish_reason = str(choice["finish_reason"])
             logprobs = choice.get("logprobs")
             if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
-                self.logprobs = (self.logprobs or []) + logprobs["content"]
+                self._add_logprobs(logprobs["content"])
             delta = choice.get("delta")
             if isinstance(delta, dict):
                 grew = self._add_delta(delta) or grew
         return grew
 
+    def _add_logprobs(self, entries: list[object]) -> None:
+        if self.logprobs is None:
+            self.logprobs = []
+        if len(self.logprobs) + len(entries) > MAX_STREAM_EVENTS:
+            raise MalformedReply(
+                f"the streamed reply has more than {MAX_STREAM_EVENTS} log-probability entries "
+                "(one per token is expected)"
+            )
+        self.logprobs.extend(entries)  # in place: a new list per event is quadratic
+
     def _add_delta(self, delta: dict[str, Any]) -> bool:
         grew = False
         if isinstance(delta.get("content"), str) and delta["content"]:
-            self.content += delta["content"]
+            self.content.add(delta["content"])
             grew = True
         entries = delta.get("tool_calls") or []
         if not isinstance(entries, list):
@@ -105,35 +244,51 @@ class StreamedReply:
         for entry in entries:
             if not isinstance(entry, dict) or not isinstance(entry.get("index", 0), int):
                 raise MalformedReply("a streamed tool call has no integer index")
-            call = self.calls.setdefault(entry.get("index", 0), _Call())
+            call = self._call(entry.get("index", 0))
+            self._touched.add(entry.get("index", 0))
             call.id = call.id or (entry.get("id") if isinstance(entry.get("id"), str) else None)
             function = entry.get("function")
             if isinstance(function, dict):
                 if isinstance(function.get("name"), str) and not call.name:
                     call.name = function["name"]
                 if isinstance(function.get("arguments"), str):
-                    call.arguments += function["arguments"]
+                    call.arguments.add(function["arguments"])
+                    call.end.feed(function["arguments"], call.arguments)
             grew = True
         return grew
+
+    def _call(self, index: int) -> _Call:
+        call = self.calls.get(index)
+        if call is None:
+            if len(self.calls) == MAX_STREAMED_CALLS:
+                raise MalformedReply(
+                    f"the streamed reply has more than {MAX_STREAMED_CALLS} tool calls"
+                )
+            call = self.calls[index] = _Call()
+            position = bisect.bisect(self._order, index)
+            self._order.insert(position, index)
+            self._shown.insert(position, ("", ""))
+        return call
 
     def first_call_whole(self) -> bool:
         """The first call's arguments are a complete JSON object: nothing can follow in it."""
         call = self.calls.get(0)
-        if call is None or not call.arguments.rstrip().endswith("}"):
-            return False
-        try:
-            return isinstance(json.loads(call.arguments), dict)
-        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
-            return False
+        return call is not None and call.end.whole is True
 
     def progress(self) -> ReplyProgress:
-        ordered = [self.calls[index] for index in sorted(self.calls)]
-        return ReplyProgress(self.content, tuple((call.name, call.arguments) for call in ordered))
+        for index in self._touched:
+            call = self.calls[index]
+            self._shown[bisect.bisect_left(self._order, index)] = (
+                call.name,
+                call.arguments.shown(),
+            )
+        self._touched.clear()
+        return ReplyProgress(self.content.shown(), tuple(self._shown))
 
     def body(self, *, only_first_call: bool = False) -> dict[str, Any]:
         """The reply as a non-streamed body (`choices[0].message`, `usage`, `logprobs`)."""
         indexes = sorted(self.calls)[:1] if only_first_call else sorted(self.calls)
-        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        message: dict[str, Any] = {"role": "assistant", "content": self.content.value() or None}
         if indexes:
             message["tool_calls"] = [
                 {
@@ -141,7 +296,7 @@ class StreamedReply:
                     "type": "function",
                     "function": {
                         "name": self.calls[index].name,
-                        "arguments": self.calls[index].arguments,
+                        "arguments": self.calls[index].arguments.value(),
                     },
                 }
                 for index in indexes
@@ -196,12 +351,17 @@ class EventSplitter:
     """Server-sent events from bytes as they arrive: the data of each complete event."""
 
     def __init__(self) -> None:
-        self.pending = b""
+        self.pending: list[bytes] = []
+        """Bytes after the last line break, in pieces: joined only once a line is complete, so
+        a long line sent in many small pieces is not copied once per piece."""
         self.data: list[bytes] = []
 
     def feed(self, piece: bytes) -> list[bytes]:
-        lines = (self.pending + piece).split(b"\n")
-        self.pending = lines.pop()
+        self.pending.append(piece)
+        if b"\n" not in piece:
+            return []
+        lines = b"".join(self.pending).split(b"\n")
+        self.pending = [lines.pop()]
         events = []
         for line in lines:
             line = line.rstrip(b"\r")

@@ -10,6 +10,8 @@ means the model was torn between tools, or preferred something a grammar did not
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -21,11 +23,7 @@ def call_confidence(logprobs: Sequence[TokenLogprob], calls: Sequence[ToolCall])
     """The lowest confidence among `calls` (each found in turn in the tokens' text), or None
     when a call's name cannot be found there (a server that rewrote the output)."""
     text = "".join(token for token, _ in logprobs)
-    ends = []
-    position = 0
-    for token, _ in logprobs:
-        position += len(token)
-        ends.append(position)
+    ends = list(itertools.accumulate(len(token) for token, _ in logprobs))
     lowest: float | None = None
     searched_from = 0
     for call in calls:
@@ -34,12 +32,11 @@ def call_confidence(logprobs: Sequence[TokenLogprob], calls: Sequence[ToolCall])
             return None
         start, end = found.span(1)
         searched_from = found.end()
-        total = 0.0
-        token_start = 0
-        for (_, logprob), token_end in zip(logprobs, ends, strict=True):
-            if token_end > start and token_start < end:
-                total += logprob
-            token_start = token_end
+        # Only the tokens that overlap the name, found by bisection: a walk over every token
+        # for every call is calls x tokens, which a long reply of many calls makes quadratic.
+        first = bisect.bisect_right(ends, start)
+        last = bisect.bisect_left(ends, end)
+        total = sum(logprob for _, logprob in logprobs[first : last + 1])
         confidence = math.exp(total)
         lowest = confidence if lowest is None else min(lowest, confidence)
     return lowest

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -37,6 +38,12 @@ class CommandMissing(CommandRefused):
     """An allowed program is not installed: the environment's fault, not the model's."""
 
 
+class SandboxFailed(RuntimeError):
+    """bubblewrap itself failed: it could not build the sandbox (a bind that failed, a seccomp
+    filter the kernel refused, a cgroup it could not join) or could not start the program in
+    it. The environment's fault, never the command's result."""
+
+
 class CommandRunner:
     """Raises SandboxUnavailable (a user error) when isolation is `bwrap` and the host cannot
     provide it: agents that run commands must not run them unconfined by accident."""
@@ -47,7 +54,7 @@ class CommandRunner:
         self.shared = SharedResults()
         """Results of read-only commands, for every job of the run (sandbox/read_only.py)."""
         self.confinement: Confinement | None = (
-            confinement(settings.memory_mb) if settings.isolation == "bwrap" else None
+            confinement(settings) if settings.isolation == "bwrap" else None
         )
 
     def resolve(self, name: str, args: list[str]) -> list[str]:
@@ -78,17 +85,51 @@ class CommandRunner:
         self, name: str, args: list[str], cwd: Path, *, project: Path | None = None
     ) -> dict[str, Any]:
         """Run in `cwd`, the job's workspace directory: the only place the command may write.
-        `project` (the tree the workspace links into) is visible read-only."""
+        `project` (the tree the workspace links into) is visible read-only. SandboxFailed when
+        the OS sandbox could not run the command at all."""
         argv = self.resolve(name, args)
-        if self.confinement is not None:
-            env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
-            argv = self.confinement.wrap(
-                argv, workspace=cwd, readable=[project] if project else [], env=env | FIXED_ENV
-            )
         async with self._slots:
-            return await self._run(name, args, argv, cwd)
+            if self.confinement is None:
+                return await self._run(name, args, argv, cwd)
+            return await self._run_confined(name, args, argv, cwd, project)
 
-    async def _run(self, name: str, args: list[str], argv: list[str], cwd: Path) -> dict[str, Any]:
+    async def _run_confined(
+        self, name: str, args: list[str], argv: list[str], cwd: Path, project: Path | None
+    ) -> dict[str, Any]:
+        assert self.confinement is not None
+        env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ} | FIXED_ENV
+        # bwrap writes {"exit-code": N} here only once the program has run and ended; an
+        # exit status and stderr alone cannot tell its own failures from the program's, which
+        # may exit 1 and print "bwrap: ..." too.
+        status_read, status_write = os.pipe()
+        try:
+            os.set_blocking(status_read, False)
+            wrapped = self.confinement.wrap(
+                argv,
+                workspace=cwd,
+                readable=[project] if project else [],
+                env=env,
+                status_fd=status_write,
+            )
+            result = await self._run(name, args, wrapped, cwd, pass_fds=(status_write,))
+            status = _read_all(status_read)
+        finally:
+            os.close(status_read)
+            os.close(status_write)
+            self.confinement.sweep()
+        if not result["timed_out"] and not _program_ran(status):
+            raise SandboxFailed(_failure(name, result))
+        return result
+
+    async def _run(
+        self,
+        name: str,
+        args: list[str],
+        argv: list[str],
+        cwd: Path,
+        *,
+        pass_fds: tuple[int, ...] = (),
+    ) -> dict[str, Any]:
         limit = self.settings.output_limit_kb * 1024
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
         env.update(FIXED_ENV, HOME=str(cwd))
@@ -100,6 +141,7 @@ class CommandRunner:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # so a timeout can kill the whole process group
+            pass_fds=pass_fds,
         )
         outputs: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         truncated = False
@@ -153,6 +195,35 @@ def _check_argument(arg: str) -> None:
             raise CommandRefused(
                 f"run_command: {arg!r} points outside the workspace; use paths relative to it"
             )
+
+
+def _read_all(fd: int) -> str:
+    """What a non-blocking pipe holds now (its writer may still be open: ours is)."""
+    chunks = []
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _program_ran(status: str) -> bool:
+    for line in status.splitlines():
+        with contextlib.suppress(ValueError):
+            if isinstance(found := json.loads(line), dict) and "exit-code" in found:
+                return True
+    return False
+
+
+def _failure(name: str, result: dict[str, Any]) -> str:
+    """bwrap's own words (its lines start with "bwrap:"; the launcher's with
+    "remora-sandbox:"), else the end of stderr."""
+    lines = str(result["stderr"]).strip().splitlines()
+    own = [line for line in lines if line.startswith(("bwrap:", "remora-sandbox:"))]
+    said = "; ".join(own or lines[-3:]) or "no message"
+    return (
+        f"the OS sandbox (bubblewrap) could not run {name} "
+        f"(exit status {result['exit_code']}): {said}"
+    )
 
 
 def _kill_group(pid: int) -> None:

@@ -16,7 +16,7 @@ from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
 from remora.protocol.completion import CompletionRequest
 from remora.results import ErrorCode, JobError
-from remora.sandbox.commands import CommandMissing, CommandRunner
+from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
 from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
 from remora.tool_library.docstring_check import check_docstring
@@ -25,6 +25,7 @@ from remora.tool_library.docstring_render import render_docstring
 from remora.tool_library.module_paths import locate_tests, module_of, project_of
 from remora.tool_library.signatures import describe_schema, signature_schema
 from remora.tool_library.source_compare import compare_python
+from remora.tool_library.test_cases import parse_test_case
 from remora.workspace import Workspace, WorkspaceError
 
 HOST_STUBS = (Path(__file__).parent / "host_functions.pyi").read_text(encoding="utf-8")
@@ -156,14 +157,17 @@ def host_functions(
         return result
 
     async def command_in_workspace(name: str, args: list[str]) -> dict[str, Any]:
-        directory = workspace.directory()
-        try:
-            result = await commands.run(name, args, directory, project=workspace.root)
-        except CommandMissing as exc:
-            fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
-            raise
-        workspace.sync_from_directory()
-        return result
+        # A fresh directory per command, thrown away after it: what a command writes (pytest
+        # running a model's code) is never a change of the job, nor seen by the next command.
+        with workspace.command_directory() as directory:
+            try:
+                return await commands.run(name, args, directory, project=workspace.root)
+            except CommandMissing as exc:
+                fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
+                raise
+            except SandboxFailed as exc:
+                fault(ErrorCode.SANDBOX_CRASHED, str(exc))
+                raise
 
     def job_file_text(path: str) -> str | None:
         with contextlib.suppress(OSError, ValueError):
@@ -193,6 +197,7 @@ def host_functions(
         "describe_schema": describe_schema,
         "closing_call": calls.closing_call,
         "propose_calls": propose_calls,
+        "parse_test_case": parse_test_case,
         "ruff_finding": findings.ruff_finding,
         "docstring_finding": docstring_finding,
         "docstring_skip_reason": docstring_skip_reason,

@@ -102,6 +102,17 @@ def closing_call(text: str) -> str | None:
     """`text` (what follows `name(` in a continued call) cut at the parenthesis that closes
     the call, brackets in string literals ignored; None when it never closes."""
 
+def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
+    """`case` for the test agent: `f(...) == literal`, `f(...) raises NAME` or `f(...)` (an
+    optional leading `assert`), where `function` is a top-level function of the module `source`.
+    Arguments may only be literals (numbers, strings, bytes, True/False/None, a sign on a
+    number), lists, tuples, sets and dicts of them, keyword arguments and constructors of the
+    module's top-level classes; the expected value a literal ast.literal_eval reads; NAME a
+    built-in exception or a class of the module. Returns kind ("equals", "approx" for a float,
+    "raises", "call"), call and expected (code regenerated from the checked tree: render these,
+    not the input), names (the module's names it uses, `function` first) and case (the whole
+    case regenerated). Anything else raises ValueError saying what is not allowed."""
+
 # Findings two tools of one agent report alike.
 def ruff_finding(problem: dict[str, Any], line: int) -> dict[str, Any]:
     """One problem of `ruff check --output-format json` as a finding on `line` (rule, message,

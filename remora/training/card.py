@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from remora.errors import UserInputError
+from remora.yamlfile import describe_error, format_loc
 
 CARD = "card.json"
 GGUF = "adapter.gguf"
@@ -124,17 +125,48 @@ def load_adapter(folder: Path, *, where: str) -> Adapter:
     """The adapter in `folder`; errors say `where` it was named and what is wrong."""
     card = folder / CARD
     try:
-        data = json.loads(card.read_text(encoding="utf-8"))
-        adapter = Adapter(folder, AdapterCard.model_validate(data))
+        text = card.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserInputError(
             f"{where}: {folder} has no {CARD}: not an adapter made by `remora train`"
         ) from None
-    except (OSError, ValueError, ValidationError) as exc:
-        raise UserInputError(f"{where}: {card}: not a readable adapter card: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"{where}: {card}: cannot read the adapter card: {exc}") from exc
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise UserInputError(f"{where}: {card}: not an adapter card: not JSON ({detail})") from None
+    try:
+        adapter = Adapter(folder, AdapterCard.model_validate(data))
+    except ValidationError as exc:
+        raise UserInputError(
+            f"{where}: {card}: not an adapter card made by `remora train`: {_problems(exc, data)}"
+        ) from None
     if not adapter.gguf.is_file():
         raise UserInputError(f"{where}: {adapter.gguf} is missing")
     return adapter
+
+
+_SHOWN_PROBLEMS = 8
+"""A card of a thousand unknown keys is said in one line, not a thousand."""
+
+
+def _problems(exc: ValidationError, data: object) -> str:
+    """pydantic's errors in a config error's words (remora.yamlfile): the missing keys in one
+    list, then each other key and what is wrong with it."""
+    if not isinstance(data, dict):
+        return f"a JSON object is expected, not {type(data).__name__}"
+    errors = exc.errors()
+    missing = [format_loc(error["loc"]) for error in errors if error["type"] == "missing"]
+    problems = [f"missing keys: {', '.join(missing)}"] if missing else []
+    problems += [
+        f"{format_loc(error['loc'])}: {describe_error(error, AdapterCard)}"
+        for error in errors
+        if error["type"] != "missing"
+    ]
+    more = len(problems) - _SHOWN_PROBLEMS
+    return "; ".join(problems[:_SHOWN_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
 
 
 def write_card(folder: Path, card: AdapterCard) -> None:
