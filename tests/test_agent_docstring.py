@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import Reply, ScriptedModelServer, tool_call
+from remora.jobs.transcripts import read_transcripts
+from remora.models.scripted.server import Reply, ScriptedModelServer, tool_call
 from remora.tool_library.docstring_check import check_docstring
 from remora.tool_library.docstring_parse import parse_docstring
 from remora.tool_library.docstring_render import render_docstring
 from remora.tool_library.source_compare import compare_python
-from remora.transcripts import read_transcripts
 
 REPO = Path(__file__).parent.parent
 DEMO = REPO / "examples" / "demo"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 
 AGENT = Path(__file__).parent.parent / "agents" / "sample_data"
 DEMO = Path(__file__).parent.parent / "examples" / "demo"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer, tool_call, tool_calls
+from remora.models.scripted.server import ScriptedModelServer, tool_call, tool_calls
 from remora.sandbox.commands import CommandRunner
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"

@@ -10,11 +10,11 @@ import pytest
 
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
 from remora.analysis.run import analyze
-from remora.config_loading import load_settings
+from remora.config.loading import load_settings
 from remora.errors import RunFailed, UserInputError
 from remora.events import Events
-from remora.models.scripted import ScriptedModelServer, tool_call
-from remora.results import JobResult, JobStatus
+from remora.findings.results import JobResult, JobStatus
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 
 FIND_THEN_REPLACE = [
     tool_call("find_todos", {}),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer, tool_call, tool_calls
+from remora.models.scripted.server import ScriptedModelServer, tool_call, tool_calls
 
 INJECTED = {"node", "options", "file_text"}
 
@@ -98,6 +98,7 @@ def test_transcript_and_json_report(
         "error": 0,
         "skipped": 0,
         "findings": 1,
+        "cached": 0,
         "agents": {
             "probe": {
                 "jobs": 1,
@@ -242,7 +243,7 @@ def test_server_error_makes_job_error_and_exit_2(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from remora.models.scripted import http_error
+    from remora.models.scripted.server import http_error
 
     monkeypatch.chdir(project)
     with ScriptedModelServer(script=[http_error(500, "boom")]) as server:
@@ -261,7 +262,7 @@ def test_main_job_on_the_bundled_example(
 ) -> None:
     """The README's main job with the bundled lint agent (CallEveryTool stands in for the
     model): ruff's findings on the demo, each reported once, by the node that owns its line."""
-    from remora.models.scripted import CallEveryTool
+    from remora.models.scripted.server import CallEveryTool
 
     monkeypatch.chdir(Path(__file__).parent.parent)
     with ScriptedModelServer(rule=CallEveryTool()) as server:

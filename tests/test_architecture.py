@@ -1,5 +1,7 @@
-"""The layout the architecture promises: no import cycles between Remora's modules, and no
-module over 400 lines but the protocol module (which the server image copies as one file)."""
+"""The layout the architecture promises (docs/architecture.md): packages by stage in layers that
+import only downward, a handful of modules at the top, no import cycles between Remora's
+modules, and no module over 400 lines but the protocol module (which the server image copies as
+one file)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).parent.parent / "remora"
+DOC = PACKAGE.parent / "docs" / "architecture.md"
+TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py", "signals.py", "events.py"}
 LONG_ALLOWED = {"protocol/functiongemma.py"}
 MAX_LINES = 400
 
@@ -117,3 +121,57 @@ def test_every_module_has_its_line_in_the_architecture_doc() -> None:
         if path.read_text(encoding="utf-8").strip()
     }
     assert listed == modules
+
+
+def layers() -> dict[str, int]:
+    """The layer of each package (or top-level module), from the doc's table."""
+    table = re.findall(r"^\| (\d+) \| ([^|]+) \|", DOC.read_text(encoding="utf-8"), re.MULTILINE)
+    return {name: int(n) for n, names in table for name in re.findall(r"`(\w+)`", names)}
+
+
+def upward_imports(layer: dict[str, int]) -> list[str]:
+    """Every import (at any depth of a module, lazy ones too) of a package from a lower or the
+    same layer: `importer -> imported`."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = module_name(path).split(".")[1:2] or ["__init__"]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module]
+            for target in targets:
+                parts = target.split(".")
+                if parts[0] != "remora" or len(parts) < 2 or parts[1] == source[0]:
+                    continue
+                if source[0] == "__init__" or layer[parts[1]] >= layer[source[0]]:
+                    found.append(f"{module_name(path)} -> {target}")
+    return found
+
+
+def test_only_a_handful_of_modules_at_the_top() -> None:
+    assert {path.name for path in PACKAGE.glob("*.py")} <= TOP_LEVEL
+
+
+def test_every_package_has_a_layer_and_imports_only_lower_ones() -> None:
+    layer = layers()
+    packages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
+    tops = {name.removesuffix(".py") for name in TOP_LEVEL} - {"__init__"}
+    assert packages | tops == set(layer)
+    assert upward_imports(layer) == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    layer = layers()
+    lowered = {**layer, "cli": 0}  # every import of the command line's is now upward
+    assert any(line.startswith("remora.cli.") for line in upward_imports(lowered))
+
+
+def test_every_package_says_its_job() -> None:
+    quiet = [
+        path.relative_to(PACKAGE.parent).as_posix()
+        for path in PACKAGE.rglob("__init__.py")
+        if path.parent != PACKAGE and not ast.get_docstring(ast.parse(path.read_text()))
+    ]
+    assert quiet == []

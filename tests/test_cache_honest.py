@@ -20,16 +20,16 @@ from typing import Any
 
 import pytest
 
-from remora.cache import ResultCache
-from remora.cache_folder import cache_dir_problem
+from remora.cache.folder import cache_dir_problem
+from remora.cache.program_versions import find_executable, program_versions
+from remora.cache.store import ResultCache
 from remora.cli.main import main
-from remora.config import CommandSettings
-from remora.config_loading import load_settings
+from remora.config.loading import load_settings
+from remora.config.settings import CommandSettings
 from remora.discovery.cache import DefinitionCache, content_key, encode_entry
 from remora.discovery.discover import discover_nodes
-from remora.models.scripted import CallEveryTool, ScriptedModelServer, tool_call
-from remora.program_versions import find_executable, program_versions
-from remora.results import JobResult, JobStatus
+from remora.findings.results import ErrorCode, JobError, JobResult, JobStatus
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRunner
 from tests.conftest import write_files
 
@@ -248,39 +248,64 @@ def half_done(body: dict[str, Any]) -> Any:
     return tool_call("submit_result", {"summary": "one", "todo_count": 1})
 
 
-def test_a_job_that_did_not_succeed_is_asked_again_next_run(
+def test_a_second_run_asks_nothing_with_not_done_jobs_in_the_first(
     repo_with_tool: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Every finished job is cached, not_done included: the same model and seeds would answer
+    the same way, so an unchanged tree costs no request; --retry-not-done asks those again."""
     project, _, _ = repo_with_tool
 
-    def run() -> tuple[dict[str, str], list[str]]:
+    def run(*flags: str) -> tuple[dict[str, str], list[str], dict[str, Any], str]:
         with ScriptedModelServer(rule=half_done) as server:
-            main(["analyze", "pkg", "--format", "json", "--base-url", server.base_url])
+            main(["analyze", "pkg", "--format", "json", "--base-url", server.base_url, *flags])
             asked = [body["messages"][1]["content"].split()[1] for body in server.requests]
-        report = json.loads(capsys.readouterr().out)
-        return {r["node"]["name"]: r["status"] for r in report["results"]}, asked
+        out, err = capsys.readouterr()
+        report = json.loads(out)
+        statuses = {r["node"]["name"]: r["status"] for r in report["results"]}
+        return statuses, asked, report["summary"], err
 
-    statuses, asked = run()
+    statuses, asked, summary, _ = run()
     assert statuses == {"shout": "failed", "whisper": "success"}
     assert sorted(set(asked)) == ["shout", "whisper"]
-    assert len(entries(project / ".remora_cache")) == 1  # whisper's only
-    statuses, asked = run()
+    assert len(entries(project / ".remora_cache")) == 2  # the not-done job's too
+    assert summary["cached"] == 0
+    statuses, asked, summary, err = run()
     assert statuses == {"shout": "failed", "whisper": "success"}
-    assert set(asked) == {"shout"}  # the failed job is asked again, the successful one is not
+    assert asked == []  # no model request at all
+    assert summary["cached"] == 2 and "2 of 2 jobs answered from the cache" in err
+    statuses, asked, summary, _ = run("--retry-not-done")
+    assert set(asked) == {"shout"}  # only the not-done job is asked again
+    assert summary["cached"] == 1
 
 
-@pytest.mark.parametrize("status", [JobStatus.FAILED, JobStatus.ERROR, JobStatus.SKIPPED])
-def test_put_stores_nothing_but_success(
-    project: Path, probe_config: Path, tmp_path: Path, status: JobStatus
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (JobStatus.FAILED, ErrorCode.TIME_LIMIT),
+        (JobStatus.ERROR, ErrorCode.MODEL_ERROR),
+        (JobStatus.ERROR, ErrorCode.COMMAND_TIMEOUT),
+        (JobStatus.SKIPPED, ErrorCode.CANCELLED),
+    ],
+)
+def test_put_stores_finished_jobs_only(
+    project: Path, probe_config: Path, tmp_path: Path, status: JobStatus, code: ErrorCode
 ) -> None:
+    """A job that ran out of time, or that the environment or the server failed, is not the
+    model's answer: never stored. A finished one, done or not, is."""
     cache, agent, node = cache_for(project, tmp_path)
     cache.prepare()
-    result = JobResult(node=node, agent=agent.name, status=status, outcome="checked")
-    cache.put(agent, result, project)
+    error = JobError(code=code, message="m")
+    cache.put(agent, JobResult(node=node, agent=agent.name, status=status, error=error), project)
     assert (cache.stores, entries(cache.directory)) == (0, [])
-    cache.put(agent, result.model_copy(update={"status": JobStatus.SUCCESS}), project)
+    not_done = JobError(code=ErrorCode.NOT_DONE, message="submitted without a verified outcome")
+    failed = JobResult(node=node, agent=agent.name, status=JobStatus.FAILED, error=not_done)
+    cache.put(agent, failed, project)
     assert (cache.stores, len(entries(cache.directory))) == (1, 1)
-    assert cache.get(agent, node, project) is not None
+    hit = cache.get(agent, node, project)
+    assert hit is not None and hit.cached and hit.error == not_done
+    settings = load_settings(config_file=project / "remora.yaml").settings
+    retrying = ResultCache(cache.directory, settings, 64, retry_not_done=True)
+    assert retrying.get(agent, node, project) is None
 
 
 def cache_for(project: Path, tmp_path: Path) -> tuple[ResultCache, Any, Any]:

@@ -9,10 +9,10 @@ from typing import Any
 import h11
 import pytest
 
-from remora.models.scripted import ScriptedModelServer, http_error, text, tool_call
-from remora.models.scripted_replies import _json_response, _Response
-from remora.server_check import CheckLine, CheckReport, check_server, render_text
-from remora.server_probe import PROBE_TOOL_NAME
+from remora.models.http.server_check import CheckLine, CheckReport, check_server, render_text
+from remora.models.http.server_probe import PROBE_TOOL_NAME
+from remora.models.scripted.replies import _json_response, _Response
+from remora.models.scripted.server import ScriptedModelServer, http_error, text, tool_call
 
 pytestmark = pytest.mark.anyio
 

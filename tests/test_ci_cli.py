@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from remora.analysis.shard import in_shard
 from remora.cli.main import main
-from remora.config_loading import load_settings
-from remora.models.scripted import CallEveryTool, ScriptedModelServer
-from remora.shard import in_shard
+from remora.config.loading import load_settings
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer
 
 MODULE = '''\
 """Module."""

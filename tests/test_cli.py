@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli.main import build_parser, main
-from remora.models.scripted import ScriptedModelServer, http_error, tool_call
+from remora.models.scripted.server import ScriptedModelServer, http_error, tool_call
 
 
 def test_nodes_json_fields_and_warnings_for_skipped_files(
@@ -91,7 +91,7 @@ def test_retries_ride_out_429_and_503(
 def test_check_server_says_which_profile_and_exits_by_the_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from remora.models.scripted import CallEveryTool
+    from remora.models.scripted.server import CallEveryTool
 
     monkeypatch.chdir(tmp_path)
     with ScriptedModelServer(rule=CallEveryTool()) as server:
@@ -112,7 +112,7 @@ def test_analyze_spreads_jobs_over_replicas_and_survives_a_dead_one(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from remora.models.scripted import CallEveryTool
+    from remora.models.scripted.server import CallEveryTool
 
     for i in range(8):
         (project / "pkg" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from remora.agents.definition import Agent, load_agent
-from remora.config import ConfidencePolicy
+from remora.config.settings import ConfidencePolicy
 from remora.discovery.nodes import Node
 from remora.events import Events
-from remora.models.scripted import Reply, tool_call
+from remora.findings.results import ErrorCode, JobResult, JobStatus
+from remora.models.scripted.server import Reply, tool_call
 from remora.protocol.confidence import call_confidence
 from remora.protocol.messages import ToolCall
-from remora.results import ErrorCode, JobResult, JobStatus
 from remora.sandbox.executor import ToolSandbox
 from tests.test_runner import anyio_backend, node, run_job, sandbox  # noqa: F401  (fixtures)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli.main import main
-from remora.config_loading import load_settings
+from remora.config.loading import load_settings
 from remora.errors import UserInputError
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from remora.agents.definition import load_agent
 from remora.cli.main import main
-from remora.config import CommandSettings
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.config.settings import CommandSettings
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRefused, CommandRunner
 from remora.sandbox.confinement import SandboxUnavailable, confinement
 from tests.conftest import write_files

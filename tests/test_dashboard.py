@@ -29,7 +29,8 @@ from remora.cli.main import main
 from remora.dashboard.followers import EventFileFollower, StreamFollower, follow
 from remora.dashboard.state import STATUSES, DashboardState
 from remora.dashboard.view import render, show_following
-from remora.models.scripted import (
+from remora.models.scripted.replies import DelayedReply
+from remora.models.scripted.server import (
     CallEveryTool,
     Reply,
     ScriptedModelServer,
@@ -38,7 +39,6 @@ from remora.models.scripted import (
     text,
     tool_call,
 )
-from remora.models.scripted_replies import DelayedReply
 
 SAMPLE = Path(__file__).parent / "data" / "events-sample.jsonl"
 

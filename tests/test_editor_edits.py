@@ -14,7 +14,7 @@ from remora.discovery.nodes import Node, NodeType
 from remora.discovery.walk import iter_python_files, walked
 from remora.editor.diagnostics import diagnostics
 from remora.editor.edits import Stale, line_edit, text_to_change
-from remora.results import Change, Finding, JobResult, JobStatus
+from remora.findings.results import Change, Finding, JobResult, JobStatus
 
 
 def apply(old: str, edit: types.TextEdit) -> str:

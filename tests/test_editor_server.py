@@ -22,7 +22,7 @@ import pytest
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 from tests.test_cache_honest import TWO_FUNCTIONS
 from tests.test_local_engine import needs_engine
 

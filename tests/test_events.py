@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import CallEveryTool, ScriptedModelServer
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer
 
 
 def run_with_events(

@@ -14,9 +14,9 @@ import pytest
 from remora.analysis.request import AnalyzeRequest
 from remora.analysis.run import analyze
 from remora.cli.main import main
-from remora.config_loading import load_settings
-from remora.fingerprint import finding_fingerprint_v1
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.config.loading import load_settings
+from remora.findings.fingerprint import finding_fingerprint_v1
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 

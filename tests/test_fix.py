@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from remora.apply import apply_changes
 from remora.cli.main import main
-from remora.models.scripted import Reply, ScriptedModelServer, tool_call
-from remora.workspace import Workspace
+from remora.edits.apply import apply_changes
+from remora.edits.workspace import Workspace
+from remora.models.scripted.server import Reply, ScriptedModelServer, tool_call
 
 
 def tree_hash(root: Path) -> str:

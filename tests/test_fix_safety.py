@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 
 import remora
-from remora.apply import apply_changes
-from remora.atomic import remove_stale_temporaries, write_text_atomic
 from remora.cli.main import main
-from remora.models.scripted import CallEveryTool, ScriptedModelServer
-from remora.results import Change
-from remora.workspace import Workspace
+from remora.edits.apply import apply_changes
+from remora.edits.atomic import remove_stale_temporaries, write_text_atomic
+from remora.edits.workspace import Workspace
+from remora.findings.results import Change
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer
 
 MODULE = "def shout(text):\n    return text.upper()\n"
 OLD = "x = 1\n"
@@ -481,7 +481,7 @@ def temporaries(folder: Path) -> list[str]:
 KILLED_WRITER = """\
 import os, sys, time
 from pathlib import Path
-from remora.atomic import write_text_atomic
+from remora.edits.atomic import write_text_atomic
 
 def stall(fd):  # the new content is in the temporary file; hang before the rename
     print("writing", flush=True)

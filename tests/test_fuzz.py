@@ -13,17 +13,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remora.agents.definition import load_agent
-from remora.config import CommandSettings, ModelProfileName, RunnerSettings
-from remora.config_loading import load_settings
+from remora.config.loading import load_settings
+from remora.config.settings import CommandSettings, ModelProfileName, RunnerSettings
 from remora.discovery.discover import discover_nodes
+from remora.edits.workspace import Workspace
 from remora.errors import UserInputError
+from remora.jobs.profiles import PROFILES
+from remora.jobs.runner import BadCall, FunctionGemmaRunner
 from remora.protocol import functiongemma as fg
 from remora.protocol.messages import ToolCall
-from remora.protocol.profiles import PROFILES
-from remora.runner import BadCall, FunctionGemmaRunner
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
-from remora.workspace import Workspace
 
 FUZZ = settings(
     max_examples=150,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli.main import main
-from remora.models.local import llama_cpp_available
+from remora.models.local.model import llama_cpp_available
 
 pytestmark = [
     pytest.mark.local_engine,

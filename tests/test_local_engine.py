@@ -23,29 +23,29 @@ import jsonschema
 import pytest
 
 from remora.agents.definition import Agent, load_agent
-from remora.config import CommandSettings, LocalSettings, ModelProfileName, RunnerSettings
+from remora.config.settings import CommandSettings, LocalSettings, ModelProfileName, RunnerSettings
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
-from remora.models import resolve
-from remora.models.local import TEXT_N_CTX, LocalChatModel
-from remora.models.local_scheduler import _TurnOrder
-from remora.models.pull import PullError, pull_functiongemma
-from remora.models.resolve import (
+from remora.edits.workspace import Workspace
+from remora.findings.results import JobResult, JobStatus
+from remora.jobs.profiles import PROFILES
+from remora.jobs.runner import FunctionGemmaRunner
+from remora.models.local import resolve
+from remora.models.local.model import TEXT_N_CTX, LocalChatModel
+from remora.models.local.pull import PullError, pull_functiongemma
+from remora.models.local.resolve import (
     ModelNotFoundError,
     find_models,
     open_local_model,
     resolve_model,
     select_engine,
 )
+from remora.models.local.scheduler import _TurnOrder
 from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.confidence import call_confidence
 from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply, ReplyProgress
-from remora.protocol.profiles import PROFILES
-from remora.results import JobResult, JobStatus
-from remora.runner import FunctionGemmaRunner
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
-from remora.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "examples" / "demo"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 from tests.conftest import write_files
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 
 PROBE = [
     tool_call("find_todos", {}),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer
+from remora.models.scripted.server import ScriptedModelServer
 from remora.sandbox.interpreter import project_python
 from tests.test_agent_test import FAST, calls_write_tests, completions
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import CallEveryTool, ScriptedModelServer
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer
 from remora.sandbox.read_only import shared_key
 
 ENTRIES = ["ruff check --output-format json"]

@@ -15,10 +15,16 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.config import RemoraSettings
-from remora.models.scripted import ScriptedModelServer, TextReply, http_error, text, tool_call
-from remora.models.scripted_faults import FaultInjector
-from remora.models.scripted_replies import DelayedReply
+from remora.config.settings import RemoraSettings
+from remora.models.scripted.faults import FaultInjector
+from remora.models.scripted.replies import DelayedReply
+from remora.models.scripted.server import (
+    ScriptedModelServer,
+    TextReply,
+    http_error,
+    text,
+    tool_call,
+)
 
 SUBMIT = tool_call("submit_result", {"summary": "ok", "todo_count": 0})
 FIND = tool_call("find_todos", {"marker": "FIXME"})
@@ -416,7 +422,7 @@ def outliving(group: int, wait: float = 3.0) -> str:
     while True:
         left = subprocess.run(["pgrep", "-a", "-g", str(group)], capture_output=True, text=True)
         workers = subprocess.run(
-            ["pgrep", "-a", "-f", "remora.workers.child"], capture_output=True, text=True
+            ["pgrep", "-a", "-f", "remora.jobs.workers.child"], capture_output=True, text=True
         )
         found = left.stdout + workers.stdout
         if not found or time.monotonic() > deadline:
@@ -437,7 +443,7 @@ def test_hundreds_of_jobs_against_a_faulty_server_all_end_and_add_up(
 ) -> None:
     """The full-size run (10,000 jobs at capacity 512) is bench/faults.py; this is its small
     sibling that CI runs."""
-    from remora.models.scripted import CallEveryTool
+    from remora.models.scripted.server import CallEveryTool
 
     jobs = 300
     (project / "pkg" / "many.py").write_text(

@@ -8,9 +8,9 @@ import pytest
 
 from remora.cli.main import main
 from remora.discovery.nodes import Node, NodeType
-from remora.models.scripted import CallEveryTool, ScriptedModelServer
+from remora.findings.results import ErrorCode, Finding, JobError, JobResult, JobStatus, RunSummary
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer
 from remora.report.github import escape_data, escape_property, render_github
-from remora.results import ErrorCode, Finding, JobError, JobResult, JobStatus, RunSummary
 
 NODE = Node(
     id="pkg/mod.py::f",

@@ -19,15 +19,15 @@ from remora.agents.definition import Agent, RuleSpec, load_agent
 from remora.cli.main import main
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
-from remora.fingerprint import finding_fingerprint as baseline_fingerprint
-from remora.models.scripted import CallEveryTool, ScriptedModelServer
+from remora.findings.fingerprint import finding_fingerprint as baseline_fingerprint
+from remora.findings.results import Change, ErrorCode, Finding, JobError, JobResult, JobStatus
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer
 from remora.report.sarif import (
     FINGERPRINT_KEY,
     diff_replacements,
     finding_fingerprint,
     render_sarif,
 )
-from remora.results import Change, ErrorCode, Finding, JobError, JobResult, JobStatus
 
 SCHEMA_PATH = Path(__file__).parent / "data" / "sarif-2.1.0-rtm.5.json"
 LINT_AGENT = Path(__file__).parent.parent / "agents" / "lint" / "agent.yaml"

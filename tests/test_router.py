@@ -12,10 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from remora.config import ServerSettings
-from remora.models.openai_client import OpenAIChatModel
-from remora.models.router import ReplicaRouter, affinity_slack, is_connection_error
-from remora.models.scripted import (
+from remora.config.settings import ServerSettings
+from remora.findings.results import ErrorCode
+from remora.models.http.openai_client import OpenAIChatModel
+from remora.models.http.router import ReplicaRouter, affinity_slack, is_connection_error
+from remora.models.scripted.server import (
     DelayedReply,
     ScriptedModelServer,
     TextReply,
@@ -24,7 +25,6 @@ from remora.models.scripted import (
 )
 from remora.protocol.completion import CompletionRequest
 from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply
-from remora.results import ErrorCode
 
 pytestmark = pytest.mark.anyio
 

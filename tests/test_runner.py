@@ -10,23 +10,23 @@ from typing import Any
 import pytest
 
 from remora.agents.definition import Agent, load_agent
-from remora.config import CommandSettings, ModelProfileName, RunnerSettings, ServerSettings
+from remora.config.settings import CommandSettings, ModelProfileName, RunnerSettings, ServerSettings
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
+from remora.edits.workspace import Workspace
 from remora.events import JobEvents
-from remora.models.openai_client import OpenAIChatModel
-from remora.models.scripted import (
+from remora.findings.results import JobResult
+from remora.jobs.profiles import PROFILES
+from remora.jobs.runner import FINAL_REMINDER, REMINDER, FunctionGemmaRunner
+from remora.models.http.openai_client import OpenAIChatModel
+from remora.models.scripted.model import ScriptedModel
+from remora.models.scripted.server import (
     http_error,
     text,
     tool_call,
 )
-from remora.models.scripted_model import ScriptedModel
-from remora.protocol.profiles import PROFILES
-from remora.results import JobResult
-from remora.runner import FINAL_REMINDER, REMINDER, FunctionGemmaRunner
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
-from remora.workspace import Workspace
 from tests.conftest import PROBE_EXAMPLE
 
 pytestmark = pytest.mark.anyio
@@ -244,7 +244,7 @@ async def test_required_then_named_choice_profiles(
 
 
 def test_auto_profile_follows_the_model_names() -> None:
-    from remora.protocol.profiles import resolve_profile
+    from remora.jobs.profiles import resolve_profile
 
     auto = ModelProfileName.AUTO
     assert resolve_profile(auto, "google/functiongemma-270m-it").name == "functiongemma"
@@ -311,7 +311,7 @@ async def test_tool_cannot_escape_the_workspace(
 async def test_job_time_limit(
     agent: Agent, node: Node, project: Path, sandbox: ToolSandbox
 ) -> None:
-    from remora.models.scripted import ScriptedModelServer as Server
+    from remora.models.scripted.server import ScriptedModelServer as Server
 
     with Server(script=[SUBMIT], latency=2.0) as server:
         model = OpenAIChatModel(ServerSettings(base_url=server.base_url, retries=0, timeout=5))

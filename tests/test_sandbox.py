@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
+from remora.agents.limits import PRESETS, resolve_limits
 from remora.agents.toolscript import load_tool
-from remora.config import CommandSettings, LimitsPreset, SandboxLimits
+from remora.config.settings import CommandSettings, LimitsPreset, SandboxLimits
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
-from remora.results import ErrorCode, JobError
+from remora.edits.workspace import Workspace
+from remora.findings.results import ErrorCode, JobError
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions
-from remora.sandbox.limits import PRESETS, resolve_limits
-from remora.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
 

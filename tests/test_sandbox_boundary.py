@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from remora.config import CommandSettings
+from remora.config.settings import CommandSettings
 from remora.sandbox import seccomp
 from remora.sandbox.commands import CommandRunner, SandboxFailed
 from remora.sandbox.confinement import SandboxUnavailable, confinement

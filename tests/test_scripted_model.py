@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from remora.config import ServerSettings
-from remora.models.openai_client import OpenAIChatModel
-from remora.models.scripted import ScriptedModelServer, http_error, raw, text, tool_call
-from remora.models.scripted_model import ScriptedModel
-from remora.models.scripted_replies import CallEveryTool, tool_calls
+from remora.config.settings import ServerSettings
+from remora.models.http.openai_client import OpenAIChatModel
+from remora.models.scripted.model import ScriptedModel
+from remora.models.scripted.replies import CallEveryTool, tool_calls
+from remora.models.scripted.server import ScriptedModelServer, http_error, raw, text, tool_call
 from remora.protocol.completion import CompletionRequest
 from remora.protocol.messages import ChatRequest, ModelError, ModelReply
 

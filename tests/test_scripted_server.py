@@ -26,7 +26,7 @@ import pydantic
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
-from remora.models.scripted import (
+from remora.models.scripted.server import (
     SCRIPT_EXHAUSTED,
     CallEveryTool,
     Reply,

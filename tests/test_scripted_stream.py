@@ -20,7 +20,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from remora.models.scripted import (
+from remora.models.scripted.server import (
     DelayedReply,
     PacedReply,
     Reply,

@@ -22,15 +22,15 @@ import anyio
 import pytest
 
 from remora.cli.main import main
-from remora.config import ServerSettings
+from remora.config.settings import ServerSettings
+from remora.config.yamlfile import MAX_EXPANDED_NODES, YamlFile
 from remora.errors import UserInputError
-from remora.models.openai_client import OpenAIChatModel
-from remora.models.router import ReplicaRouter, is_connection_error
-from remora.models.scripted import ScriptedModelServer, raw
+from remora.findings.results import ErrorCode
+from remora.models.http.openai_client import OpenAIChatModel
+from remora.models.http.router import ReplicaRouter, is_connection_error
+from remora.models.http.server_check import check_server
+from remora.models.scripted.server import ScriptedModelServer, raw
 from remora.protocol.messages import ChatRequest, ModelError, ModelReply
-from remora.results import ErrorCode
-from remora.server_check import check_server
-from remora.yamlfile import MAX_EXPANDED_NODES, YamlFile
 
 MODEL = "google/functiongemma-270m-it"
 MODELS_BODY = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remora.jobs.runner import FINAL_REMINDER, REMINDER
 from remora.protocol import functiongemma as fg
 from remora.protocol.messages import ModelReply, ToolCall, tool_message
-from remora.runner import FINAL_REMINDER, REMINDER
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "server"
@@ -146,7 +146,7 @@ def both(
 
 
 # --------------------------------------------------------------------------------------------
-# Conversations as remora/runner.py builds them
+# Conversations as remora/jobs/runner.py builds them
 # --------------------------------------------------------------------------------------------
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from remora.models.chat_stream import (
+from remora.findings.results import ErrorCode
+from remora.models.http.chat_stream import (
     MAX_STREAM_EVENTS,
     MAX_STREAMED_CALLS,
     EventSplitter,
@@ -23,7 +24,6 @@ from remora.models.chat_stream import (
 )
 from remora.protocol.confidence import call_confidence
 from remora.protocol.messages import MalformedReply, ModelError, ModelReply, ReplyProgress, ToolCall
-from remora.results import ErrorCode
 from tests.test_server_faults import (
     HostileServer,
     Request,

@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from remora.config import ModelProfileName
+from remora.agents.adapters import LoraShape, load_adapter
+from remora.config.settings import ModelProfileName
 from remora.errors import UserInputError
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.findings.results import JobStatus, TranscriptTurn
+from remora.jobs.profiles import PROFILES
+from remora.jobs.transcripts import Transcript, read_transcripts
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.protocol.messages import ChatRequest
-from remora.protocol.profiles import PROFILES
-from remora.results import JobStatus, TranscriptTurn
-from remora.training.card import LoraShape, load_adapter
 from remora.training.dataset import held_out, training_set
-from remora.transcripts import Transcript, read_transcripts
 from tests.test_analyze_e2e import run_cli
 
 
@@ -211,7 +211,7 @@ def anyio_backend() -> str:
 async def test_the_engine_applies_an_adapter_to_the_requests_that_name_it(
     tiny: dict[str, Any], tmp_path: Path
 ) -> None:
-    from remora.models.local import LocalChatModel
+    from remora.models.local.model import LocalChatModel
     from remora.training.export import write_gguf_adapter
 
     rng = np.random.default_rng(0)
@@ -405,8 +405,7 @@ def test_an_adapter_outside_the_agent_folder_is_refused(tmp_path: Path) -> None:
 
 def fake_adapter(folder: Path, agent: str, *, gguf: bytes = b"GGUF adapter") -> Path:
     """An adapter folder as `remora train` leaves it (the weights are not read here)."""
-    from remora.training.base_model import file_sha256
-    from remora.training.card import (
+    from remora.agents.adapters import (
         AdapterCard,
         BaseIdentity,
         DataCounts,
@@ -414,6 +413,7 @@ def fake_adapter(folder: Path, agent: str, *, gguf: bytes = b"GGUF adapter") -> 
         TrainingRun,
         write_card,
     )
+    from remora.models.local.model_files import file_sha256
 
     folder.mkdir(parents=True)
     (folder / "adapter.gguf").write_bytes(gguf)
@@ -477,7 +477,7 @@ def test_a_server_is_asked_for_the_adapter_and_check_server_finds_it(
 
 def test_the_adapter_is_part_of_the_cache_key(tmp_path: Path) -> None:
     from remora.agents.definition import load_agent
-    from remora.cache import agent_fingerprint
+    from remora.cache.store import agent_fingerprint
 
     repo = Path(__file__).resolve().parent.parent
     yaml = repo / "agents" / "docstring" / "agent.yaml"

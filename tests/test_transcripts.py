@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from remora.errors import UserInputError
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.jobs.transcripts import FORMAT, read_transcripts
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.protocol.functiongemma import START_FUNCTION_RESPONSE, render_prompt
-from remora.transcripts import FORMAT, read_transcripts
 from tests.test_analyze_e2e import run_cli
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from remora.config import ModelProfileName, ServerSettings
-from remora.server_check import CheckReport, check_server, render_text
+from remora.config.settings import ModelProfileName, ServerSettings
+from remora.models.http.server_check import CheckReport, check_server, render_text
 
 BASE_URL = os.environ.get("REMORA_TEST_BASE_URL", "")
 MODEL = os.environ.get("REMORA_TEST_MODEL") or ServerSettings().model

@@ -26,8 +26,8 @@ import pytest
 from remora.cli.flags import cli_settings
 from remora.cli.main import build_parser
 from remora.cli.watch import RunTally, relevant_changes, watch, watch_roots
-from remora.config_loading import load_settings
-from remora.models.scripted import CallEveryTool, ScriptedModelServer
+from remora.config.loading import load_settings
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer
 
 MORE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
 AGENTS = ("probe", "echo")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from remora.models.scripted import CallEveryTool, ScriptedModelServer
+from remora.models.scripted.server import CallEveryTool, ScriptedModelServer
 
 REPO = Path(__file__).parent.parent
 

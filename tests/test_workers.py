@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import Reply, ScriptedModelServer, tool_call, tool_calls
-from remora.workers.pool import AUTO_JOBS_PER_WORKER, prefetch, worker_count
+from remora.jobs.workers.pool import AUTO_JOBS_PER_WORKER, prefetch, worker_count
+from remora.models.scripted.server import Reply, ScriptedModelServer, tool_call, tool_calls
 
 
 def bundled_agents(body: dict[str, Any]) -> Reply:
@@ -126,7 +126,7 @@ def child_workers() -> list[int]:
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
         for pid in read_proc(task / "children").split():
             # Threads end and children are reaped while we look: a vanished entry is no worker.
-            if b"remora.workers.child" in read_proc(Path(f"/proc/{pid}/cmdline")).encode():
+            if b"remora.jobs.workers.child" in read_proc(Path(f"/proc/{pid}/cmdline")).encode():
                 found.append(int(pid))
     return found
 

@@ -15,7 +15,7 @@ from remora.cli.main import main
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.errors import UserInputError
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 from tests.conftest import write_files
 from tests.test_fix import editing_script, tree_hash
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted import ScriptedModelServer, tool_call
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 
 DOC = Path(__file__).parent.parent / "docs" / "WRITING_AGENTS.md"
 FILE_BLOCK = re.compile(r"<!-- file: (?P<path>\S+) -->\n```\w*\n(?P<body>.*?)```", re.DOTALL)

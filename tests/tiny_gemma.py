@@ -18,7 +18,7 @@ def write_tiny_gemma(path: Path, *, seed: int = 0) -> Path:
     """A GGUF model at `path`; the tokenizer (262k words) is copied from the packaged model."""
     import gguf
 
-    from remora.models.resolve import resolve_model
+    from remora.models.local.resolve import resolve_model
 
     tokenizer = gguf.GGUFReader(resolve_model().path)
     rng = np.random.default_rng(seed)

@@ -12,7 +12,11 @@ import jinja2
 import jsonschema
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from remora.agents.adapters import CARD as ADAPTER_CARD
+from remora.agents.adapters import GGUF as ADAPTER_GGUF
+from remora.agents.adapters import Adapter, load_adapter
 from remora.agents.context import ProviderName, provide
+from remora.agents.limits import Limits, resolve_limits
 from remora.agents.templates import BoundedEnvironment, render, template_line
 from remora.agents.toolscript import (
     SUBMIT_RESULT,
@@ -23,15 +27,11 @@ from remora.agents.toolscript import (
     load_tool,
 )
 from remora.agents.write_scope import check_scope
-from remora.config import ConfidencePolicy, SandboxLimits
+from remora.config.settings import ConfidencePolicy, SandboxLimits
+from remora.config.yamlfile import YamlFile, validation_messages
 from remora.discovery.nodes import Node, NodeType
 from remora.errors import UserInputError
 from remora.protocol.messages import Message, ModelReply, ToolCall, tool_message
-from remora.sandbox.limits import Limits, resolve_limits
-from remora.training.card import CARD as ADAPTER_CARD
-from remora.training.card import GGUF as ADAPTER_GGUF
-from remora.training.card import Adapter, load_adapter
-from remora.yamlfile import YamlFile, validation_messages
 
 
 class ToolRef(Strict):

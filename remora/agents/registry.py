@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 import remora
+from remora.agents.adapters import Adapter, load_adapter
 from remora.agents.definition import (
     Agent,
     AgentDefinition,
@@ -15,9 +16,8 @@ from remora.agents.definition import (
     load_definition,
     load_tools,
 )
-from remora.config_loading import LoadedSettings
+from remora.config.loading import LoadedSettings
 from remora.errors import UserInputError
-from remora.training.card import Adapter, load_adapter
 
 DEFINITION_FILE = "agent.yaml"
 

@@ -28,8 +28,8 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from remora.config.yamlfile import validation_messages
 from remora.errors import UserInputError
-from remora.yamlfile import validation_messages
 
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
 SUBMIT_RESULT = "submit_result"

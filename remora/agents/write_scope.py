@@ -23,17 +23,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pathspec import GitIgnoreSpec
 
 from remora.discovery.nodes import Node
-from remora.results import Change
+from remora.edits.workspace import Workspace
+from remora.findings.results import Change
 from remora.tool_library.module_paths import module_of, project_of
-
-if TYPE_CHECKING:  # the definition module imports this one for check_scope
-    from remora.agents.definition import Agent
-    from remora.workspace import Workspace
 
 NODE = "node"
 NODE_FILE = "node_file"
@@ -169,11 +166,11 @@ def in_scope(
 
 
 def scoped_changes(
-    agent: Agent, node: Node, workspace: Workspace
+    writes: Sequence[str], options: Mapping[str, Any], node: Node, workspace: Workspace
 ) -> tuple[list[Change], list[str]]:
     """A job's changes inside its agent's `writes:`, and why each other one was refused: a
     tool (or a model's code under it) that wrote elsewhere changes nothing there."""
-    scope = write_scope(agent.definition.writes, node, agent.options, workspace.root)
+    scope = write_scope(writes, node, options, workspace.root)
     return in_scope(scope, workspace.diff(), workspace.before)
 
 

@@ -13,16 +13,16 @@ import anyio
 import anyio.to_thread
 
 from remora.agents.definition import Agent
-from remora.config import ModelProfileName, RemoraSettings
-from remora.config_loading import LoadedSettings
+from remora.config.loading import LoadedSettings
+from remora.config.settings import ModelProfileName, RemoraSettings
 from remora.errors import RunFailed, UserInputError
-from remora.models.engine import server_model
-from remora.models.local import INSTALL_HINT, LocalChatModel
-from remora.models.openai_client import SERVER_DOCS
-from remora.models.resolve import open_local_model, select_engine
-from remora.models.router import Replica, ReplicaRouter
+from remora.models.http.engine import server_model
+from remora.models.http.openai_client import SERVER_DOCS
+from remora.models.http.router import Replica, ReplicaRouter
+from remora.models.local.model import INSTALL_HINT, LocalChatModel
+from remora.models.local.model_files import file_sha256
+from remora.models.local.resolve import open_local_model, select_engine
 from remora.protocol.messages import ChatModel, ModelError
-from remora.training.base_model import file_sha256
 
 
 @dataclass(frozen=True)

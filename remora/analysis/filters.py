@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from remora.baseline import Baseline
-from remora.changed import ChangedLines, touches
+from remora.analysis.baseline import Baseline
+from remora.analysis.changed import ChangedLines, touches
 from remora.discovery.nodes import Node
-from remora.results import JobResult
-from remora.suppressions import Suppressions
+from remora.findings.results import JobResult
+from remora.findings.suppressions import Suppressions
 
 
 class ResultFilters:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from remora.agents.definition import Agent
-from remora.config import CommandSettings
+from remora.config.settings import CommandSettings
 from remora.discovery.nodes import Node
-from remora.results import ErrorCode, JobError, JobResult, JobStatus
+from remora.findings.results import ErrorCode, JobError, JobResult, JobStatus
 from remora.sandbox.commands import FIXED_ENV, PASSED_ENV
 from remora.sandbox.confinement import confinement
 from remora.tool_library.module_paths import module_of

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from remora.agents.definition import Agent
-from remora.changed import ChangedLines, changed_lines, touches
+from remora.analysis.changed import ChangedLines, changed_lines, touches
+from remora.analysis.shard import select_shard
 from remora.discovery.discover import Discovery, DiscoveryError, discover_nodes
 from remora.discovery.nodes import Node
 from remora.errors import RunFailed, UserInputError
 from remora.events import Events
-from remora.job import Job, job_id
-from remora.orchestrator import plan_jobs
-from remora.shard import select_shard
+from remora.jobs.job import Job, job_id
+from remora.jobs.orchestrator import plan_jobs
 
 
 @dataclass(frozen=True)

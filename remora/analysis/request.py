@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Literal
 
 from remora.agents.definition import Agent
-from remora.apply import ApplyReport
-from remora.results import Change, JobResult, RunSummary
+from remora.edits.apply import ApplyReport
+from remora.findings.results import Change, JobResult, RunSummary
 
 Edits = Literal["report", "diff", "fix"]
 """What happens to the changes of successful jobs: nothing (they are in the report), collected
@@ -25,6 +25,8 @@ class AnalyzeRequest:
     agents: tuple[str, ...] = ()
     """Agents to run, enabled or not; empty: every enabled agent."""
     use_cache: bool = True
+    retry_not_done: bool = False
+    """Ask again the jobs the cache holds as finished without a verified outcome."""
     diff_base: str | None = None
     """Only nodes whose lines differ from this git revision (plus untracked files)."""
     staged: bool = False

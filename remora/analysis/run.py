@@ -11,26 +11,26 @@ import anyio
 import anyio.lowlevel
 
 from remora.agents.registry import select_agents
-from remora.agents.requirements import check_requirements
+from remora.analysis.baseline import Baseline
 from remora.analysis.engine import ModelOpener, choose_engine, opened_model
 from remora.analysis.filters import ResultFilters
 from remora.analysis.imports import skipped, unimportable
 from remora.analysis.plan import make_plan, project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
-from remora.apply import apply_changes
-from remora.baseline import Baseline
-from remora.cache import ResultCache
-from remora.cache_folder import cache_dir_problem
-from remora.config_loading import LoadedSettings
+from remora.analysis.requirements import check_requirements
+from remora.cache.folder import cache_dir_problem
+from remora.cache.store import ResultCache
+from remora.config.loading import LoadedSettings
+from remora.edits.apply import apply_changes
 from remora.errors import RunFailed, UserInputError
 from remora.events import NO_EVENTS, Events
-from remora.job import Job, JobOptions, job_id
-from remora.models.adaptive import adapted
-from remora.orchestrator import emit_finished, run_jobs
+from remora.findings.results import JobResult, JobStatus, RunSummary
+from remora.jobs.job import Job, JobOptions, job_id
+from remora.jobs.orchestrator import emit_finished, run_jobs
+from remora.jobs.transcripts import TranscriptWriter
+from remora.models.http.adaptive import adapted
 from remora.protocol.messages import ChatModel, ModelError
-from remora.results import JobResult, JobStatus, RunSummary
 from remora.sandbox.interpreter import project_python
-from remora.transcripts import TranscriptWriter
 
 
 async def analyze(
@@ -90,7 +90,13 @@ async def analyze(
     cache = (
         None
         if cache_folder is None
-        else ResultCache(cache_folder, run_settings, settings.cache_max_mb, warn=hooks.warn)
+        else ResultCache(
+            cache_folder,
+            run_settings,
+            settings.cache_max_mb,
+            warn=hooks.warn,
+            retry_not_done=request.retry_not_done,
+        )
     )
     baseline = Baseline.load(request.baseline) if request.baseline else None
     filters = ResultFilters(plan.found.nodes, plan.root, changed=plan.changed, baseline=baseline)

@@ -13,20 +13,20 @@ import anyio
 from remora.analysis.plan import project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest, Edits
 from remora.analysis.run import analyze
-from remora.apply import combined_patch
-from remora.atomic import output_problem, write_text_atomic
+from remora.analysis.shard import parse_shard
 from remora.cli.console import fail, say, stderr, warn
 from remora.cli.flags import agent_names, config_flags, engine_flags, load, run_flags
-from remora.config_loading import LoadedSettings
+from remora.config.loading import LoadedSettings
 from remora.dashboard.view import run_with_dashboard
+from remora.edits.apply import combined_patch
+from remora.edits.atomic import output_problem, write_text_atomic
 from remora.errors import ExitCode, RunFailed
 from remora.events import Events
+from remora.findings.results import JobResult, JobStatus
 from remora.report.jsonl import JsonLinesStream
 from remora.report.paths import as_shown, shown_path
 from remora.report.progress import JobProgress
 from remora.report.render import render_report
-from remora.results import JobResult, JobStatus
-from remora.shard import parse_shard
 
 
 def add_parser(commands: Any) -> None:
@@ -75,6 +75,12 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the result cache"
+    )
+    parser.add_argument(
+        "--retry-not-done",
+        action="store_true",
+        help="ask again the jobs the result cache holds as not done (every finished job is "
+        "cached, so without it a second run on an unchanged tree asks the model nothing)",
     )
     edits = parser.add_mutually_exclusive_group()
     edits.add_argument(
@@ -139,6 +145,7 @@ def request_from(args: argparse.Namespace) -> AnalyzeRequest:
         paths=tuple(args.paths),
         agents=agent_names(args.agents),
         use_cache=not args.no_cache,
+        retry_not_done=args.retry_not_done,
         diff_base=args.diff_base,
         staged=args.staged,
         baseline=args.baseline,

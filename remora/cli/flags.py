@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from remora.config_loading import LoadedSettings, deep_merge, load_settings, parse_override
+from remora.config.loading import LoadedSettings, deep_merge, load_settings, parse_override
 from remora.report.render import FORMATS
 
 

@@ -13,11 +13,11 @@ from remora.agents.registry import select_agents
 from remora.cli.console import fail, stderr
 from remora.cli.flags import agent_names, config_flags, load
 from remora.errors import ExitCode
-from remora.models.openai_client import SERVER_DOCS
-from remora.models.pull import pull_functiongemma
-from remora.models.resolve import models_dir
+from remora.models.http.openai_client import SERVER_DOCS
+from remora.models.http.server_check import check_server, render_text
+from remora.models.local.pull import pull_functiongemma
+from remora.models.local.resolve import models_dir
 from remora.protocol.messages import ModelError
-from remora.server_check import check_server, render_text
 
 
 def add_models(commands: Any) -> None:

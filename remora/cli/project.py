@@ -12,12 +12,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from remora.agents.registry import agent_entries, describe_definition
-from remora.agents.requirements import unmet
 from remora.analysis.plan import discover
-from remora.cache_folder import clean
+from remora.analysis.requirements import unmet
+from remora.cache.folder import clean
 from remora.cli.console import fail, stderr, stdout_console, warn
 from remora.cli.flags import config_flags, load
-from remora.config_loading import render_settings
+from remora.config.loading import render_settings
 from remora.errors import ExitCode
 from remora.report.paths import shown_node
 

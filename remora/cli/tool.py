@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 
 from remora.agents.registry import agent_entries, select_agents
-from remora.agents.requirements import check_requirements
+from remora.analysis.requirements import check_requirements
 from remora.cli.console import stderr
 from remora.cli.flags import config_flags, load
 from remora.errors import ExitCode, UserInputError
+from remora.jobs.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
 from remora.sandbox.interpreter import project_python
-from remora.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
 
 
 def add_parser(commands: Any) -> None:

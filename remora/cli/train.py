@@ -13,12 +13,12 @@ import anyio
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from remora.agents.adapters import LoraShape
 from remora.cli.console import say
 from remora.cli.flags import config_flags, engine_flags, load, server_flags
 from remora.errors import UserInputError
+from remora.findings.results import JobResult
 from remora.report.progress import JobProgress
-from remora.results import JobResult
-from remora.training.card import LoraShape
 from remora.training.run import TrainHooks, TrainRequest, train
 
 

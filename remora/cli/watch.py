@@ -31,7 +31,7 @@ from remora.analysis.request import AnalyzeOutcome, AnalyzeRequest
 from remora.cli.analyze import ReportOptions, analyze_and_report
 from remora.cli.console import fail, stderr
 from remora.cli.flags import agent_names, config_flags, load, run_flags
-from remora.config_loading import LoadedSettings
+from remora.config.loading import LoadedSettings
 from remora.discovery.walk import iter_python_files
 from remora.errors import ExitCode, UserInputError
 from remora.events import Events

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 from lsprotocol import types
 
 from remora.agents.definition import RuleSpec
-from remora.results import Finding, JobResult, JobStatus
+from remora.findings.results import Finding, JobResult, JobStatus
 
 SOURCE = "remora"
 CHANGE_RULE = "change"

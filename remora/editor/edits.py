@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from remora.results import Change, JobResult
+from remora.findings.results import Change, JobResult
 
 
 class Stale(Exception):

@@ -20,10 +20,10 @@ from remora.agents.definition import Agent
 from remora.analysis.engine import EngineChoice, opened_model
 from remora.analysis.request import AnalysisHooks, AnalyzeRequest
 from remora.analysis.run import analyze
-from remora.config_loading import load_settings
+from remora.config.loading import load_settings
 from remora.errors import RunFailed, UserInputError
+from remora.findings.results import JobResult, JobStatus
 from remora.protocol.messages import ChatModel
-from remora.results import JobResult, JobStatus
 
 log = logging.getLogger("remora.editor")
 

@@ -26,7 +26,7 @@ from pygls.uris import to_fs_path
 from remora import __version__
 from remora.agents.definition import RuleSpec
 from remora.agents.registry import select_agents
-from remora.config_loading import load_settings
+from remora.config.loading import load_settings
 from remora.discovery.discover import discover_nodes
 from remora.discovery.walk import walked
 from remora.editor.diagnostics import diagnostics
@@ -34,7 +34,7 @@ from remora.editor.edits import change_action
 from remora.editor.progress import RunProgress, client_gone_is_fine
 from remora.editor.runs import FileRuns, FileState, RunOptions
 from remora.errors import RunFailed, UserInputError
-from remora.results import JobStatus
+from remora.findings.results import JobStatus
 
 log = logging.getLogger("remora.editor")
 RUN_NODE = "remora.runNode"

@@ -13,8 +13,8 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from remora.findings.results import Usage
 from remora.protocol.messages import MalformedReply
-from remora.results import Usage
 
 MAX_COMPLETION_TOKENS = 256
 """What one completion may ask for: prose and values are short; a run-on reply is not."""

@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from remora.results import ErrorCode, Usage
+from remora.findings.results import ErrorCode, Usage
 
 Message = dict[str, Any]
 """An OpenAI chat message, kept as a plain dict so transcripts are exactly what is sent."""

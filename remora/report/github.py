@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from remora.results import Finding, JobResult, JobStatus, RunSummary
+from remora.findings.results import Finding, JobResult, JobStatus, RunSummary
 
 ANNOTATIONS_PER_LEVEL = 10
 """GitHub's limit per level per step."""

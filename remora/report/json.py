@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from remora import __version__
-from remora.results import JobResult, RunSummary
+from remora.findings.results import JobResult, RunSummary
 
 
 def result_record(result: JobResult) -> dict[str, Any]:

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
+from remora.findings.results import JobResult, RunSummary
 from remora.report.json import result_record
-from remora.results import JobResult, RunSummary
 
 
 class JsonLinesStream:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from remora.discovery.nodes import Node
-from remora.results import JobResult
+from remora.findings.results import JobResult
 
 
 def shown_path(file: str, root: Path, cwd: Path | None = None) -> str:

@@ -7,7 +7,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from remora.results import JobResult, JobStatus
+from remora.findings.results import JobResult, JobStatus
 
 
 class JobProgress:

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from remora.agents.definition import Agent
+from remora.findings.results import JobResult, RunSummary
 from remora.report.json import render_json
 from remora.report.paths import as_shown
 from remora.report.table import render_table
-from remora.results import JobResult, RunSummary
 
 FORMATS = ("table", "json", "jsonl", "sarif", "github")
 

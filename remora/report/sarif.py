@@ -8,7 +8,8 @@ still says "this agent found nothing", which closes the agent's fixed alerts.
 
 Alerts are matched across commits by `partialFingerprints["remora/v2"]`, built from the node's
 qualified name and the finding's line with its neighbours instead of line numbers (see
-`remora.fingerprint`), so an alert survives its code moving and edits elsewhere in the file.
+`remora.findings.fingerprint`), so an alert survives its code moving and edits elsewhere in the
+file.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from urllib.parse import quote, urlsplit
 from remora import __version__
 from remora.agents.definition import Agent, RuleSpec
 from remora.discovery.nodes import NodeType
-from remora.fingerprint import FINGERPRINT_VERSION, finding_fingerprint
+from remora.findings.fingerprint import FINGERPRINT_VERSION, finding_fingerprint
+from remora.findings.results import Finding, JobResult, JobStatus
 from remora.report.sarif_fixes import diff_replacements
-from remora.results import Finding, JobResult, JobStatus
 
 __all__ = [
     "FINGERPRINT_KEY",

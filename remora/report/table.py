@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from remora.results import JobResult, JobStatus, RunSummary
+from remora.findings.results import JobResult, JobStatus, RunSummary
 
 STATUS_STYLE = {
     JobStatus.SUCCESS: "green",

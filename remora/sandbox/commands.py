@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from remora.config import CommandSettings
+from remora.config.settings import CommandSettings
 from remora.sandbox.confinement import Confinement, confinement
 from remora.sandbox.read_only import SharedResults
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from remora.config import CommandSettings
+from remora.config.settings import CommandSettings
 from remora.errors import UserInputError
 from remora.sandbox import pids, seccomp
 from remora.sandbox.program_paths import program_paths

@@ -20,9 +20,9 @@ from pydantic_monty import (
     MontyTypingError,
 )
 
+from remora.agents.limits import Limits
 from remora.agents.toolscript import Tool
 from remora.sandbox.externals import HOST_STUBS
-from remora.sandbox.limits import Limits
 
 PRINT_LIMIT_BYTES = 1 << 20
 _CHECK_WRAPPER = "async def __remora_tool__() -> None:\n"

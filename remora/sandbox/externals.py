@@ -14,8 +14,9 @@ from pydantic import ValidationError
 from remora.agents.toolscript import Tool
 from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
+from remora.edits.workspace import Workspace, WorkspaceError
+from remora.findings.results import ErrorCode, JobError
 from remora.protocol.completion import CompletionRequest
-from remora.results import ErrorCode, JobError
 from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
 from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
@@ -26,7 +27,6 @@ from remora.tool_library.module_paths import locate_tests, module_of, project_of
 from remora.tool_library.signatures import describe_schema, signature_schema
 from remora.tool_library.source_compare import compare_python
 from remora.tool_library.test_cases import parse_test_case
-from remora.workspace import Workspace, WorkspaceError
 
 HOST_STUBS = (Path(__file__).parent / "host_functions.pyi").read_text(encoding="utf-8")
 

@@ -7,7 +7,6 @@ memory on 2 cores, once per file (keyed by the file's sha256)."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from remora.errors import UserInputError
+from remora.models.local.model_files import file_sha256
 
 _READY = ".remora-ready"
 
@@ -31,25 +31,6 @@ class BaseWeights:
     """Of the GGUF file, or of the folder's config and weight files: the card's base identity."""
     architecture: str
     """llama.cpp's name for it (`gemma3`), what a GGUF adapter must declare."""
-
-
-def file_sha256(path: Path) -> str:
-    """The file's sha256, read once per content: a model file is hashed by training, by
-    scoring and by every run that loads an adapter (`remora watch` runs again on each save),
-    and a 250 MB file takes half a second."""
-    stat = path.stat()
-    return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
-    """Keyed by size and modification time too: a file rewritten in place is read again."""
-    del size, mtime_ns
-    hasher = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            hasher.update(chunk)
-    return hasher.hexdigest()
 
 
 def base_weights(source: Path, cache: Path, *, say: Callable[[str], None]) -> BaseWeights:

@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from remora.transcripts import Transcript
+from remora.jobs.transcripts import Transcript
 
 
 @dataclass(frozen=True)

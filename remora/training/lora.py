@@ -21,7 +21,7 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from remora.training.card import LoraShape
+from remora.agents.adapters import LoraShape
 from remora.training.dataset import Example
 
 CHECKPOINT_EVERY = 10

@@ -27,19 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from remora import __version__
-from remora.agents.registry import select_agents
-from remora.analysis.plan import project_root
-from remora.analysis.request import AnalysisHooks, AnalyzeRequest
-from remora.analysis.run import analyze
-from remora.config import AgentSettings
-from remora.config_loading import LoadedSettings
-from remora.errors import RunFailed, UserInputError
-from remora.models.local import cpu_count
-from remora.models.resolve import models_dir, resolve_model, select_engine
-from remora.protocol.messages import ModelError
-from remora.results import JobResult, JobStatus
-from remora.training.base_model import file_sha256
-from remora.training.card import (
+from remora.agents.adapters import (
     AdapterCard,
     BaseIdentity,
     DataCounts,
@@ -48,8 +36,20 @@ from remora.training.card import (
     TrainingRun,
     write_card,
 )
+from remora.agents.registry import select_agents
+from remora.analysis.plan import project_root
+from remora.analysis.request import AnalysisHooks, AnalyzeRequest
+from remora.analysis.run import analyze
+from remora.config.loading import LoadedSettings
+from remora.config.settings import AgentSettings
+from remora.errors import RunFailed, UserInputError
+from remora.findings.results import JobResult, JobStatus
+from remora.jobs.transcripts import Transcript, read_transcripts
+from remora.models.local.model import cpu_count
+from remora.models.local.model_files import file_sha256
+from remora.models.local.resolve import models_dir, resolve_model, select_engine
+from remora.protocol.messages import ModelError
 from remora.training.dataset import TrainingSet, training_set
-from remora.transcripts import Transcript, read_transcripts
 
 INSTALL_HINT = "pip install 'remora[train]'"
 _NEEDED = ("torch", "transformers", "peft", "gguf", "safetensors")
@@ -122,8 +122,8 @@ async def _train_and_export(
     data: TrainingSet,
     base_source: Path,
 ) -> AdapterCard:
+    from remora.agents.adapters import GGUF, PEFT
     from remora.training.base_model import base_weights
-    from remora.training.card import GGUF, PEFT
     from remora.training.export import write_gguf_adapter
     from remora.training.lora import LoraTrainer
 

@@ -1,0 +1,400 @@
+"""The turn loop: one agent on one node, model and sandboxed tools taking turns until
+`submit_result`, the turn limit, the time limit or a model error."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from remora.agents.definition import Agent
+from remora.agents.notes import model_note
+from remora.agents.toolscript import SUBMIT_RESULT, Tool
+from remora.agents.write_scope import scoped_changes
+from remora.config.settings import RunnerSettings
+from remora.discovery.nodes import Node
+from remora.edits.workspace import Workspace
+from remora.events import NO_EVENTS, JobEvents
+from remora.findings.results import ErrorCode, Finding, JobError, JobResult, JobStatus
+from remora.jobs.profiles import ModelProfile, call_grammar
+from remora.jobs.transcripts import NO_RECORDING, TranscriptRecorder
+from remora.jobs.turn_reply import TurnReply, UnsureReply
+from remora.protocol.completion import CompletionModel, CompletionRequest
+from remora.protocol.messages import (
+    ChatModel,
+    ChatRequest,
+    Message,
+    ModelError,
+    ModelReply,
+    ToolCall,
+    ToolChoice,
+    tool_message,
+)
+from remora.sandbox.commands import CommandRunner
+from remora.sandbox.executor import ToolOutcome, ToolSandbox
+from remora.sandbox.externals import host_functions, injected_context
+
+MAX_ARGUMENTS_BYTES = 1 << 20
+"""Longer tool-call arguments are refused before parsing: no agent needs them."""
+REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
+FINAL_REMINDER = "This is the last turn: call submit_result now."
+
+
+class JobEnded(Exception):
+    """The agent stopped without a valid submit_result."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = JobError(code=code, message=message)
+
+
+class BadCall(Exception):
+    """A call the model got wrong; the message goes back to it as the tool result."""
+
+
+class ToolFault(Exception):
+    """The environment failed a tool (a program missing, a timeout, a crashed sandbox): nothing
+    the model can repair, so the job ends as an error instead of going back to the model."""
+
+    def __init__(self, error: JobError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class FunctionGemmaRunner:
+    def __init__(
+        self,
+        agent: Agent,
+        node: Node,
+        *,
+        model: ChatModel,
+        sandbox: ToolSandbox,
+        commands: CommandRunner,
+        workspace: Workspace,
+        profile: ModelProfile,
+        settings: RunnerSettings,
+        events: JobEvents | None = None,
+        record: bool = False,
+    ) -> None:
+        self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
+        self.workspace, self.profile, self.settings = workspace, profile, settings
+        self.faults: list[JobError] = []
+        self.host = host_functions(workspace, node, commands, self.faults, self._complete)
+        self.tools = {tool.name: tool for tool in agent.tools}
+        self.validators = {tool.name: tool.validator for tool in agent.tools}
+        self.validators[SUBMIT_RESULT] = agent.submit_validator
+        self.messages: list[Message] = []
+        self.turns = 0
+        self.repairs = 0
+        self.findings: dict[tuple[object, ...], Finding] = {}
+        self.seen_calls: set[tuple[str, str]] = set()
+        self.verified: tuple[str, str] | None = None
+        """The last outcome (name, Remora's summary) a tool verified that completes the job."""
+        self.refusals: list[str] = []
+        self.finished = False
+        """A tool said nothing is left for the model to do: the job ends without its turn."""
+        self.final_reason = ""
+        self.events = events or NO_EVENTS.for_job("", node.id, agent.name)
+        self.replies = TurnReply(
+            model, settings, agent.confidence, self.events, f"{node.id}\0{agent.name}"
+        )
+        self.use_grammar = profile.uses_grammar(settings.grammar)
+        self.recorder = TranscriptRecorder() if record else NO_RECORDING
+        """Every model request, rendered as the model saw it (`--record`)."""
+
+    async def run(self) -> JobResult:
+        """The job's status comes from what the tools verified, never from the model's words:
+        `success` needs one of the agent's `done_when` outcomes, whoever ended the loop."""
+        started = time.perf_counter()
+        submitted: dict[str, Any] | None = None
+        status = JobStatus.FAILED
+        error: JobError | None
+        try:
+            with anyio.fail_after(self.settings.job_timeout):
+                submitted = await self._turn_loop()
+            error = JobError(code=ErrorCode.NOT_DONE, message=self._not_done(submitted))
+        except JobEnded as ended:
+            error = ended.error
+        except TimeoutError:
+            message = f"the job took longer than runner.job_timeout={self.settings.job_timeout}s"
+            error = JobError(code=ErrorCode.TIME_LIMIT, message=message)
+        except ToolFault as fault:
+            status, error = JobStatus.ERROR, fault.error
+        except ModelError as exc:
+            status, error = JobStatus.ERROR, JobError(code=exc.code, message=exc.message)
+        except UnsureReply as unsure:
+            error = JobError(code=unsure.code, message=str(unsure))
+        outcome, summary = self.verified or (None, "")
+        if status is JobStatus.FAILED and outcome is not None:
+            status, error = JobStatus.SUCCESS, None
+        writes, options = self.agent.definition.writes, self.agent.options
+        changes, refused = scoped_changes(writes, options, self.node, self.workspace)
+        if status is not JobStatus.SUCCESS:
+            changes, refused = [], []
+        if refused:
+            summary += f"; {len(refused)} change{'s' if len(refused) > 1 else ''} refused: "
+            summary += "; ".join(refused)[:300]
+        return JobResult(
+            node=self.node,
+            agent=self.agent.name,
+            status=status,
+            summary=summary if status is JobStatus.SUCCESS else "",
+            outcome=outcome if status is JobStatus.SUCCESS else None,
+            note=model_note(submitted, self.agent),
+            findings=list(self.findings.values()),
+            changes=changes,
+            refused_changes=refused,
+            submitted=submitted,
+            turns=self.turns,
+            usage=self.replies.usage,
+            confidence=self.replies.confidence,
+            resamples=self.replies.resamples,
+            duration_s=time.perf_counter() - started,
+            error=error,
+            transcript=self.recorder.transcript(changes),
+        )
+
+    async def _turn_loop(self) -> dict[str, Any] | None:
+        """The submitted result; None when a tool said the job is finished (`final`)."""
+        self.messages = [
+            {"role": "system", "content": self.agent.definition.system_prompt},
+            *self.agent.example_messages,
+            {"role": "user", "content": self.agent.render_context(self.node, self.workspace.root)},
+        ]
+        await self._observe_first()
+        while not self._finished():
+            self.turns += 1
+            last_turn = self.turns >= self.agent.max_turns
+            tools, tool_choice = self.profile.request_tools(self.agent, last_turn=last_turn)
+            self.recorder.asking(self.messages, tools)
+            reply = await self._ask(tools, tool_choice)
+            self.messages.append(reply.as_message())
+            if reply.tool_calls:
+                offered = {schema["function"]["name"] for schema in tools}
+                submitted, problems = await self._dispatch(reply.tool_calls, offered)
+                self.recorder.answered(reply, problems)
+                if submitted is not None:
+                    return submitted
+                if self._finished():
+                    break
+            else:
+                problems = ["the reply contained no function call"]
+                self.recorder.answered(reply, problems)
+                next_is_last = self.turns + 1 >= self.agent.max_turns
+                reminder = FINAL_REMINDER if next_is_last else REMINDER
+                self.messages.append({"role": "user", "content": reminder})
+            if last_turn:
+                raise JobEnded(
+                    ErrorCode.TURN_LIMIT,
+                    f"no valid submit_result within {self.agent.max_turns} turns "
+                    f"(last reply: {'; '.join(problems) or 'other tool calls'})",
+                )
+            if problems:
+                self._count_repair(problems)
+        return None
+
+    async def _observe_first(self) -> None:
+        """The agent's observations: calls the runner makes before the model's first turn, in
+        the transcript as ordinary calls with their results (which also shows the model the
+        call format). Their findings and outcomes count like any tool's."""
+        calls = [
+            ToolCall(id=f"observe_{index}", name=name, arguments="{}")
+            for index, name in enumerate(self.agent.definition.observe)
+        ]
+        if not calls:
+            return
+        self.messages.append(ModelReply(tool_calls=calls).as_message())
+        for call in calls:
+            self.seen_calls.add((call.name, "{}"))  # the model repeating it is told so
+            outcome = await self._run_tool(self.tools[call.name], {})
+            self.messages.append(tool_message(call, outcome.content()))
+            if self._finished():
+                break
+
+    async def _ask(self, tools: list[dict[str, Any]], tool_choice: ToolChoice) -> ModelReply:
+        return await self.replies.ask(
+            ChatRequest(
+                model=self.agent.model,
+                messages=self.messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                max_tokens=self.settings.max_tokens,
+                temperature=self.settings.temperature,
+                grammar=(
+                    call_grammar(tools, parallel=self.profile.parallel_calls)
+                    if self.use_grammar
+                    else None
+                ),
+                parallel_calls=self.profile.parallel_calls,
+            ),
+            self.turns,
+        )
+
+    async def _complete(self, request: CompletionRequest) -> str:
+        """The `complete` host function: the job's model continues a text for a tool."""
+        if not isinstance(self.model, CompletionModel):
+            raise RuntimeError("complete: this model server does not offer completions")
+        started = time.perf_counter()
+        completion = await self.model.complete_text(model=self.agent.model, request=request)
+        self.recorder.completion(request.prompt, completion.text)
+        usage = self.replies.usage
+        usage.prompt_tokens += completion.usage.prompt_tokens
+        usage.completion_tokens += completion.usage.completion_tokens
+        usage.requests += 1
+        self.events.emit(
+            "completion",
+            latency_s=time.perf_counter() - started,
+            prompt_tokens=completion.usage.prompt_tokens,
+            completion_tokens=completion.usage.completion_tokens,
+            payload=self.events.payload({"prompt": request.prompt, "text": completion.text}),
+        )
+        return completion.text
+
+    def _count_repair(self, problems: list[str]) -> None:
+        self.repairs += 1
+        if self.repairs > self.settings.max_repairs:
+            raise JobEnded(
+                ErrorCode.INVALID_MODEL_OUTPUT,
+                f"{self.repairs} unusable model replies (runner.max_repairs="
+                f"{self.settings.max_repairs}); last: {'; '.join(problems)}",
+            )
+
+    async def _dispatch(
+        self, calls: list[ToolCall], offered: set[str]
+    ) -> tuple[dict[str, Any] | None, list[str]]:
+        """Validate every call, run the valid tool calls, append their results in call order.
+        Returns the submitted result, if any, and the problems to repair."""
+        outcomes: list[ToolOutcome | None] = [None] * len(calls)
+        problems: list[str] = []
+        submitted: dict[str, Any] | None = None
+        runnable: list[tuple[int, Tool, dict[str, Any]]] = []
+        for index, call in enumerate(calls):
+            try:
+                arguments = self._validate(call, offered)
+            except BadCall as bad:
+                problems.append(f"{call.name}: {bad}")
+                outcomes[index] = ToolOutcome(ok=False, error=str(bad))
+                self.events.emit("bad_call", tool=call.name[:80], problem=str(bad))
+                continue
+            if call.name == SUBMIT_RESULT:
+                submitted = arguments
+                outcomes[index] = ToolOutcome(ok=True, value="submitted")
+            else:
+                runnable.append((index, self.tools[call.name], arguments))
+
+        # A job's calls run one after another, in call order: parallel calls often edit the same
+        # file (two fixes to one function), and each must see the other's write. Concurrency
+        # comes from running many jobs at once, not from inside one.
+        for index, tool, arguments in runnable:
+            outcomes[index] = await self._run_tool(tool, arguments)
+        for call, outcome in zip(calls, outcomes, strict=True):
+            assert outcome is not None
+            self.messages.append(tool_message(call, outcome.content()))
+        return submitted, problems
+
+    def _validate(self, call: ToolCall, offered: set[str]) -> dict[str, Any]:
+        if call.name not in offered:
+            raise BadCall(
+                f"unknown tool {call.name[:80]!r}; available now: {', '.join(sorted(offered))}"
+            )
+        if len(call.arguments) > MAX_ARGUMENTS_BYTES:
+            raise BadCall(f"arguments longer than {MAX_ARGUMENTS_BYTES} characters")
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise BadCall(f"arguments are not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise BadCall("arguments are nested too deeply") from None
+        if not isinstance(arguments, dict):
+            raise BadCall("arguments must be a JSON object")
+        try:
+            errors = [
+                f"{'/'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
+                for error in self.validators[call.name].iter_errors(arguments)
+            ]
+        except RecursionError:
+            raise BadCall("arguments are nested too deeply") from None
+        if errors:
+            raise BadCall("invalid arguments: " + "; ".join(sorted(errors)))
+        key = (call.name, json.dumps(arguments, sort_keys=True))
+        if key in self.seen_calls:
+            raise BadCall("this exact call was already made; its result is above")
+        self.seen_calls.add(key)
+        return arguments
+
+    def _finished(self) -> bool:
+        """A tool said nothing is left for the model to do (a method: it changes under
+        awaits, which a type checker's narrowing of an attribute does not see)."""
+        return self.finished
+
+    def _not_done(self, submitted: dict[str, Any] | None) -> str:
+        wanted = " or ".join(self.agent.definition.done_when)
+        if submitted is None:  # a tool ended the job without an outcome that completes it
+            return f"finished without a verified outcome ({wanted}): {self.final_reason}"
+        if not self.refusals:
+            return f"submitted without a verified outcome ({wanted}); no tool reported one"
+        return (
+            f"submitted without a verified outcome ({wanted}); {len(self.refusals)} tool "
+            f"refusal{'s' if len(self.refusals) > 1 else ''}, last: {self.refusals[-1]}"
+        )
+
+    def _observe(self, tool: Tool, outcome: ToolOutcome) -> None:
+        """Record what a tool verified or refused; end the job on an environment fault."""
+        if outcome.crashed:
+            message = outcome.error or "the sandbox worker crashed"
+            self.faults.append(JobError(code=ErrorCode.SANDBOX_CRASHED, message=message))
+        if self.faults:
+            raise ToolFault(self.faults[0])
+        value = outcome.value if outcome.ok else {"problems": [outcome.error]}
+        if not isinstance(value, dict):
+            return
+        name, summary = value.get("outcome"), value.get("summary")
+        if isinstance(name, str) and name in self.agent.definition.done_when:
+            self.verified = (name, str(summary) if summary else f"{tool.name}: {name}")
+        elif isinstance(value.get("problems"), list) and value["problems"]:
+            self.refusals.append(f"{tool.name}: {'; '.join(map(str, value['problems']))}"[:300])
+        if value.get("final") is True:  # nothing is left for the model to do
+            self.finished = True
+            problems = "; ".join(map(str, value.get("problems") or []))
+            why = summary or value.get("reason") or problems or name
+            self.final_reason = f"{tool.name}: {why}"[:300]
+
+    async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
+        try:
+            context = injected_context(tool, self.node, self.agent.options, self.workspace)
+        except OSError as exc:  # e.g. the node's file was deleted while the run went on
+            return ToolOutcome(ok=False, error=f"cannot prepare the tool's context: {exc}")
+        inputs = tool.sandbox_inputs(arguments, context)
+        self.events.emit("tool_call", tool=tool.name, payload=self.events.payload(arguments))
+        outcome = await self.sandbox.run(tool, inputs, self.host, self.agent.tool_limits)
+        self.events.emit(
+            "tool_result",
+            tool=tool.name,
+            ok=outcome.ok,
+            duration_s=outcome.duration_s,
+            error=outcome.error,
+            payload=self.events.payload(outcome.content()),
+        )
+        if outcome.ok and isinstance(outcome.value, dict) and "findings" in outcome.value:
+            if outcome.value.get("replaces_findings") is True:
+                self.findings.clear()  # e.g. after a fix: the tool reports what remains
+            try:
+                self._record_findings(outcome.value["findings"])
+            except (ValidationError, TypeError) as exc:
+                outcome = ToolOutcome(ok=False, error=f"{tool.name} returned bad findings: {exc}")
+        self._observe(tool, outcome)
+        return outcome
+
+    def _record_findings(self, raw: object) -> None:
+        if not isinstance(raw, list):
+            raise TypeError("'findings' must be a list")
+        for item in raw:
+            if not isinstance(item, dict):
+                raise TypeError("each finding must be a dict")
+            data = {"file": self.node.file, "line": self.node.start_line, **item}
+            finding = Finding.model_validate(data)
+            key = (finding.rule, finding.file, finding.line, finding.column, finding.message)
+            self.findings.setdefault(key, finding)

@@ -1,0 +1,374 @@
+"""One llama.cpp context decoding: prompts evaluated in aligned chunks with prefix reuse, the
+model's own token tried before the grammar is applied to the whole vocabulary, seeded sampling,
+and the stops a reply ends at."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from remora.models.local.binding import _TOKEN_DATA_FIELDS
+from remora.protocol.functiongemma import (
+    END_FUNCTION_CALL,
+    END_OF_TURN,
+    STOP_SEQUENCES,
+    parse_output,
+)
+from remora.protocol.messages import ModelError
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # numpy on first use: it comes with the `local` extra
+    from remora.models.local.binding import np
+
+_TOP_CANDIDATES = 256
+"""Grammar-checked before the whole vocabulary when the model's first choice is refused."""
+
+
+_SAMPLING_TOP_K = 40
+
+
+_EVAL_CHUNK = 64
+"""Prompts are evaluated in chunks starting at multiples of this (see `_Slot._prime`)."""
+
+
+_STOPS = tuple(marker.encode() for marker in STOP_SEQUENCES)
+
+
+_END_CALL = END_FUNCTION_CALL.encode()
+
+
+_END_OF_TURN = END_OF_TURN.encode()
+
+
+@dataclass
+class EngineStats:
+    """Totals over every generation, for benchmarks and `--events`-style reporting."""
+
+    generations: int = 0
+    prompt_tokens: int = 0
+    """Tokens of all prompts, reused or not."""
+    prompt_tokens_evaluated: int = 0
+    """Prompt tokens actually run through the model (the rest came from a slot's KV cache)."""
+    prompt_seconds: float = 0.0
+    completion_tokens: int = 0
+    completion_seconds: float = 0.0
+    grammar_full_checks: int = 0
+    """Tokens for which the grammar had to be applied to the whole vocabulary."""
+
+    def add(self, other: EngineStats) -> None:
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+@dataclass
+class _Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish: str
+    """"stop" (end of the grammar or a stop sequence), "length" (max_tokens) or "repeat"."""
+    stats: EngineStats = field(default_factory=EngineStats)
+    logprobs: list[tuple[str, float]] | None = None
+    """Each token's text and log-probability before the grammar, when asked for."""
+
+
+_Use = Literal["chat", "text"]
+
+
+class _Slot:
+    """One llama.cpp model instance with its context. Used by one thread at a time."""
+
+    def __init__(self, llama: Any, llm: Any) -> None:
+        self.llama = llama
+        self.llm = llm
+        self.vocab = llama.llama_model_get_vocab(llm.model)
+        self.n_vocab = int(llm.n_vocab())
+        self.n_ctx = int(llm.n_ctx())
+        self.eos = int(llm.token_eos())
+        self._token_bytes: dict[int, bytes] = {}
+        self._all_ids = np.arange(self.n_vocab, dtype=np.int32)
+        self._token_data = np.dtype(_TOKEN_DATA_FIELDS, align=True)
+        self._prompt_positions = 0
+        """Cache positions filled by prompt evaluation (reusable), not by generation."""
+        self.used = 0
+        """When this context was last taken (a count of takes), for least-recently-used."""
+        self.use: _Use = "chat"
+        self.adapter: str | None = None
+        """The LoRA adapter applied now, under which the held KV cache was computed."""
+        self._adapters: dict[str, Any] = {}
+        """Adapters loaded for this instance's model, by name."""
+
+    def close(self) -> None:
+        for pointer in self._adapters.values():
+            self.llama.llama_adapter_lora_free(pointer)
+        self._adapters.clear()
+        self.llm.close()
+
+    def load_adapter(self, name: str, path: Path) -> None:
+        """Load a GGUF LoRA adapter for this model (applied per request by `generate`)."""
+        if name in self._adapters:
+            return
+        pointer = self.llama.llama_adapter_lora_init(self.llm.model, str(path).encode())
+        if not pointer:  # llama.cpp logged why (another base model, a broken file)
+            raise ModelError(f"llama.cpp cannot load the adapter {path} on this model")
+        self._adapters[name] = pointer
+
+    def _apply(self, adapter: str | None) -> None:
+        """Switch adapters; what the context holds was computed under the old one, so none of
+        it is reused."""
+        if adapter == self.adapter:
+            return
+        if adapter is None:
+            failed = self.llama.llama_set_adapters_lora(self.llm.ctx, None, 0, None)
+        else:
+            pointers = (self.llama.llama_adapter_lora_p_ctypes * 1)(self._adapters[adapter])
+            scales = (ctypes.c_float * 1)(1.0)
+            failed = self.llama.llama_set_adapters_lora(self.llm.ctx, pointers, 1, scales)
+        if failed:
+            raise ModelError(f"llama.cpp could not apply the adapter {adapter}")
+        self.adapter = adapter
+        self._prompt_positions = 0
+
+    def tokenize(self, text: str) -> list[int]:
+        # The rendered prompt carries its own <bos>; control tokens are parsed, as a server
+        # parses the output of its chat template.
+        tokens: list[int] = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        return tokens
+
+    def generate(
+        self,
+        prompt: list[int],
+        grammar_text: str | None,
+        *,
+        max_tokens: int,
+        temperature: float,
+        seed: int,
+        check_cancelled: Callable[[], None],
+        stops: Sequence[bytes] = (),
+        logprobs: bool = False,
+        on_text: Callable[[str], None] | None = None,
+        adapter: str | None = None,
+    ) -> _Generation:
+        """`on_text` is called with the reply so far after every token (a streamed reply);
+        `adapter` names a loaded LoRA adapter to generate with (None: the base model)."""
+        self._apply(adapter)
+        stats = EngineStats(generations=1, prompt_tokens=len(prompt))
+        started = time.perf_counter()
+        stats.prompt_tokens_evaluated = self._prime(prompt, check_cancelled)
+        stats.prompt_seconds = time.perf_counter() - started
+        rng = np.random.default_rng(seed)
+        out = bytearray()
+        completion = 0
+        finish = "length"
+        scored: list[tuple[str, float]] | None = [] if logprobs else None
+        started = time.perf_counter()
+        with self._grammar(grammar_text) as grammar:
+            while completion < max_tokens:
+                check_cancelled()
+                token = self._choose(grammar, temperature, rng, stats)
+                if token is None or self.llama.llama_vocab_is_eog(self.vocab, token):
+                    finish = "stop"
+                    break
+                completion += 1
+                if grammar is not None:
+                    self.llama.llama_sampler_accept(grammar, token)
+                piece = self._piece(token)
+                if scored is not None:
+                    scored.append((piece.decode("utf-8", "replace"), self._logprob(token)))
+                out += piece
+                cut = _stop_at(out, constrained=grammar is not None, extra=stops)
+                if cut is not None:
+                    del out[cut[0] :]
+                    finish = cut[1]
+                    break
+                if on_text is not None:
+                    on_text(out.decode("utf-8", errors="replace"))
+                if completion < max_tokens:
+                    self.llm.eval([token])
+        stats.completion_tokens = completion
+        stats.completion_seconds = time.perf_counter() - started
+        text = out.decode("utf-8", errors="replace")
+        return _Generation(text, len(prompt), completion, finish, stats, scored)
+
+    def _logprob(self, token: int) -> float:
+        """`token`'s log-probability under the model's own distribution (before the grammar):
+        what vLLM reports by default, so confidence means the same on both engines."""
+        logits = self._logits()  # float32 throughout: 0.6 ms a token (float64: 4 ms)
+        peak = float(logits.max())
+        total = float(np.exp(logits - peak).sum(dtype=np.float64))
+        return min(float(logits[token]) - peak - float(np.log(total)), 0.0)
+
+    def reusable(self, prompt: list[int], adapter: str | None = None) -> int:
+        """How many leading prompt tokens this context already holds from an earlier prompt
+        (none when that was computed under another adapter)."""
+        if adapter != self.adapter:
+            return 0
+        llm = self.llm
+        held = np.asarray(llm.input_ids[: min(llm.n_tokens, self._prompt_positions)])
+        size = max(0, min(len(held), len(prompt) - 1))
+        differ = np.flatnonzero(held[:size] != np.asarray(prompt[:size], dtype=held.dtype))
+        return int(differ[0]) if differ.size else size
+
+    def _prime(self, prompt: list[int], check_cancelled: Callable[[], None] = lambda: None) -> int:
+        """Bring the context to `prompt`, reusing what it already holds; return the number of
+        prompt tokens evaluated.
+
+        Reuse must not change the numbers, or the same request could get another reply after
+        a different one: llama.cpp computes a batch of fewer than 8 tokens along another path
+        than a larger one (logits differ by up to 1.0 here), so a prompt whose last token alone
+        were evaluated again would see other logits than the same prompt evaluated whole. So
+        the prompt is always evaluated in chunks aligned to multiples of `_EVAL_CHUNK`, and
+        only whole chunks of an earlier prompt (not generated tokens) are reused: every token's
+        cache entry is computed by the same batch whatever ran before. At least the chunk with
+        the last prompt token is evaluated again: its logits are what the first sample needs.
+        """
+        llm = self.llm
+        keep = self.reusable(prompt, self.adapter) // _EVAL_CHUNK * _EVAL_CHUNK
+        memory = self.llama.llama_get_memory(llm.ctx)
+        if keep > 0 and self.llama.llama_memory_seq_rm(memory, 0, keep, -1):
+            llm.n_tokens = keep
+        else:  # nothing shared, or a cache that cannot drop a suffix: start over
+            llm.reset()
+            self.llama.llama_memory_clear(memory, True)
+            keep = 0
+        self._prompt_positions = keep
+        for start in range(keep, len(prompt), _EVAL_CHUNK):
+            check_cancelled()  # a long prompt takes seconds: a cancelled job need not wait
+            llm.eval(prompt[start : start + _EVAL_CHUNK])
+            self._prompt_positions = min(start + _EVAL_CHUNK, len(prompt))
+        return len(prompt) - keep
+
+    @contextlib.contextmanager
+    def _grammar(self, grammar_text: str | None) -> Iterator[Any]:
+        if grammar_text is None:
+            yield None
+            return
+        sampler = self.llama.llama_sampler_init_grammar(
+            self.vocab, grammar_text.encode("utf-8"), b"root"
+        )
+        if not sampler:  # llama.cpp logged why; a null sampler would crash the process
+            raise ModelError("llama.cpp rejected the tool-call grammar (see the debug log)")
+        try:
+            yield sampler
+        finally:
+            self.llama.llama_sampler_free(sampler)
+
+    def _logits(self) -> np.ndarray[Any, np.dtype[np.float32]]:
+        pointer = self.llama.llama_get_logits_ith(self.llm.ctx, -1)
+        logits: np.ndarray[Any, np.dtype[np.float32]] = np.ctypeslib.as_array(
+            pointer, shape=(self.n_vocab,)
+        )
+        return logits
+
+    def _allowed(
+        self, grammar: Any, ids: np.ndarray[Any, np.dtype[np.int32]]
+    ) -> np.ndarray[Any, Any]:
+        """Which of `ids` the grammar admits next (a mask)."""
+        data = np.zeros(len(ids), dtype=self._token_data)
+        data["id"] = ids
+        array = self.llama.llama_token_data_array(
+            data=data.ctypes.data_as(self.llama.llama_token_data_p),
+            size=len(ids),
+            selected=-1,
+            sorted=False,
+        )
+        self.llama.llama_sampler_apply(grammar, ctypes.byref(array))
+        mask: np.ndarray[Any, Any] = np.isfinite(data["logit"])
+        return mask
+
+    def _choose(
+        self,
+        grammar: Any,
+        temperature: float,
+        rng: np.random.Generator,
+        stats: EngineStats,
+    ) -> int | None:
+        """The next token, or None to end the reply.
+
+        The model's own choice comes first: the most likely token at temperature 0, else one
+        sampled from the top 40 by the seeded generator. When the grammar refuses it and the
+        reply is already complete (the grammar admits the end of text), the reply ends: the model
+        wanted to go on with something other than another call, and forcing one makes a small
+        model loop until max_tokens. Otherwise the choice is made again among the tokens the
+        grammar admits: the top 256 first, the whole vocabulary only when none of them fits.
+        Resampling after a refusal gives the same distribution as sampling among the admitted
+        tokens in the first place.
+        """
+        logits = self._logits()
+        top: np.ndarray[Any, np.dtype[np.int32]] | None = None
+        if temperature <= 0:
+            preferred = int(np.argmax(logits))
+        else:
+            top = self._top(logits)
+            preferred = self._sample(logits, top[:_SAMPLING_TOP_K], temperature, rng)
+        if grammar is None or self._allowed(grammar, np.array([preferred], np.int32))[0]:
+            return preferred
+        if self._allowed(grammar, np.array([self.eos], np.int32))[0]:
+            return None
+        top = self._top(logits) if top is None else top
+        candidates = top[self._allowed(grammar, top)]
+        if not len(candidates):
+            stats.grammar_full_checks += 1
+            allowed = self._all_ids[self._allowed(grammar, self._all_ids)]
+            if not len(allowed):
+                return None
+            candidates = allowed[np.argsort(-logits[allowed], kind="stable")]
+        if temperature <= 0:
+            return int(candidates[0])
+        return self._sample(logits, candidates[:_SAMPLING_TOP_K], temperature, rng)
+
+    def _top(
+        self, logits: np.ndarray[Any, np.dtype[np.float32]]
+    ) -> np.ndarray[Any, np.dtype[np.int32]]:
+        """The most likely tokens, best first."""
+        top = np.argpartition(logits, -_TOP_CANDIDATES)[-_TOP_CANDIDATES:].astype(np.int32)
+        ordered: np.ndarray[Any, np.dtype[np.int32]] = top[np.argsort(-logits[top], kind="stable")]
+        return ordered
+
+    @staticmethod
+    def _sample(
+        logits: np.ndarray[Any, np.dtype[np.float32]],
+        candidates: np.ndarray[Any, np.dtype[np.int32]],
+        temperature: float,
+        rng: np.random.Generator,
+    ) -> int:
+        scaled = logits[candidates].astype(np.float64) / temperature
+        weights = np.exp(scaled - scaled.max())
+        return int(rng.choice(candidates, p=weights / weights.sum()))
+
+    def _piece(self, token: int) -> bytes:
+        piece = self._token_bytes.get(token)
+        if piece is None:
+            # special=True: FunctionGemma's control tokens must come out as their text.
+            piece = bytes(self.llm.detokenize([token], special=True))
+            self._token_bytes[token] = piece
+        return piece
+
+
+def _stop_at(
+    out: bytes | bytearray, *, constrained: bool, extra: Sequence[bytes] = ()
+) -> tuple[int, str] | None:
+    """Where to cut the output and why, or None to go on. Checked after every token."""
+    for stop in (*_STOPS, *extra):
+        at = out.find(stop)
+        if at != -1:
+            return at, "stop"
+    if not constrained:
+        at = out.find(_END_OF_TURN)
+        return (at, "stop") if at != -1 else None
+    if not out.endswith(_END_CALL):
+        return None
+    parsed = parse_output(out.decode("utf-8", errors="replace"))
+    if len(parsed.calls) >= 2:
+        last = parsed.calls[-1]
+        key = (last.name, last.arguments_json())
+        if any((call.name, call.arguments_json()) == key for call in parsed.calls[:-1]):
+            # Offsets are in characters; cut the bytes at the same place.
+            return len(out.decode("utf-8", errors="replace")[: last.start].encode()), "repeat"
+    return None
