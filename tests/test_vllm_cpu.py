@@ -360,7 +360,9 @@ def test_analyze_with_the_lint_agent(base_url: str) -> None:
         assert result["status"] in ("success", "failed"), result
         if result["status"] == "failed":
             assert result["error"]["code"] in {"turn_limit", "time_limit", "invalid_model_output"}
-        assert 1 <= result["turns"] <= 4
+        # A job that the observation (run_ruff) settles makes no model request: 0 turns.
+        assert 0 <= result["turns"] <= 4
+        assert result["turns"] == 0 or result["usage"]["requests"] >= 1
 
     # The transcript of every job is well formed.
     by_job: dict[str, list[dict[str, Any]]] = defaultdict(list)
