@@ -65,7 +65,7 @@ def test_a_crashing_job_becomes_an_error_and_the_others_finish(
 ) -> None:
     many_functions(project, 2)
     # The template renders for the load-time sample node (named "f") and for f0, but a missing
-    # key raises for every other node: a crash inside the job, not a bad model reply.
+    # key raises for every other node: the job fails inside, not on a bad model reply.
     text = probe_agent.read_text().replace(
         "Inspect {{ node.qualified_name }}",
         "Inspect {{ {'f': 1, 'f0': 2}[node.name] }}",
@@ -81,9 +81,9 @@ def test_a_crashing_job_becomes_an_error_and_the_others_finish(
     assert by_name["f0"]["status"] == "success"
     for name in ("f1", "shout"):
         assert by_name[name]["status"] == "error"
-        assert by_name[name]["error"]["code"] == "internal_error"
-        assert "UndefinedError" in by_name[name]["error"]["message"]
-    assert "pkg/many.py::f1 [probe]: internal_error" in captured.err
+        assert by_name[name]["error"]["code"] == "agent_template"
+        assert "has no attribute" in by_name[name]["error"]["message"]
+    assert "pkg/many.py::f1 [probe]: agent_template" in captured.err
 
 
 def test_ctrl_c_exits_130_and_writes_no_report(project: Path, probe_config: Path) -> None:

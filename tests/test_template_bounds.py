@@ -3,6 +3,7 @@ bounds on size and time, and one that breaks a bound is refused at load, naming 
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -15,8 +16,10 @@ from remora.agents.context import provide
 from remora.agents.definition import TEMPLATES, load_agent
 from remora.agents.registry import bundled_agents_dir
 from remora.agents.templates import MAX_CHARS, RENDER_SECONDS, TemplateBoundError, render
+from remora.cli.main import main
 from remora.discovery.nodes import Node, NodeType
 from remora.errors import UserInputError
+from remora.models.scripted.server import ScriptedModelServer
 
 AGENT = """\
 name: bounded
@@ -218,3 +221,26 @@ def test_bundled_agents_render_as_they_did(path: Path, tmp_path: Path) -> None:
         context=provide(agent.definition.context, node, tmp_path),
     )
     assert agent.render_context(node, tmp_path) == expected
+
+
+def test_a_bound_broken_at_job_time_is_that_jobs_error(
+    project: Path,
+    probe_config: Path,
+    probe_agent: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The load check passes (the sample node is small), the real node breaks the bound: that
+    job ends as `agent_template` with the bound's message, no model request, exit 2."""
+    monkeypatch.chdir(project)
+    definition = probe_agent.read_text()
+    probe_agent.write_text(
+        definition.replace("  {{ node.text }}\n", "  {{ node.text * 20000 }}\n", 1)
+    )
+    with ScriptedModelServer(script=[]) as server:
+        code = main(["analyze", "pkg", "--base-url", server.base_url, "--format", "json"])
+        assert server.requests == []
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert result["status"] == "error" and code == 2
+    assert result["error"]["code"] == "agent_template"
+    assert "would make more than 1,048,576" in result["error"]["message"]

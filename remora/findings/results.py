@@ -41,6 +41,8 @@ class ErrorCode(StrEnum):
     SANDBOX_CRASHED = "sandbox_crashed"
     TOOL_ENVIRONMENT = "tool_environment"
     """A tool failed because of the environment (e.g. ruff could not read its configuration)."""
+    AGENT_TEMPLATE = "agent_template"
+    """The agent's `node_context` template failed on this node (a bound broken, an error)."""
     PROJECT_NOT_IMPORTABLE = "project_not_importable"
     """The node's module does not import in the project's Python (skipped before any job)."""
 

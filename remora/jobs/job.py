@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import jinja2
+
 from remora.agents.definition import Agent
 from remora.config.settings import RemoraSettings
 from remora.discovery.nodes import Node
@@ -67,6 +69,10 @@ async def run_job(
     )
     try:
         result = await runner.run()
+    except jinja2.TemplateError as exc:  # the agent's template on this node: its author's to fix
+        message = f"node_context: cannot render template for this node: {exc}"
+        error = JobError(code=ErrorCode.AGENT_TEMPLATE, message=message)
+        result = JobResult(node=node, agent=agent.name, status=JobStatus.ERROR, error=error)
     except Exception as exc:  # a bug in one job must not take the run down
         result = crashed(agent, node, exc, turns=runner.turns)
     finally:
