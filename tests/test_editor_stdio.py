@@ -114,6 +114,27 @@ def test_a_request_before_initialize_is_answered_server_not_initialized(tmp_path
     assert "ignored textDocument/didClose: sent before initialize" in log
 
 
+def test_a_run_node_command_with_bad_arguments_is_invalid_params_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A client's malformed command is its mistake (-32602, saying what is expected), not an
+    internal error carrying the server's traceback."""
+    server = Server(tmp_path)
+    server.initialize()
+    server.send(notification("initialized", {}))
+    for number, arguments in enumerate(([{"bad": 1}], [123], ["file:///a.py"]), start=2):
+        params = {"command": "remora.runNode", "arguments": arguments}
+        server.send(request(number, "workspace/executeCommand", params))
+        answer = server.next()
+        assert answer["id"] == number
+        assert answer["error"] == {
+            "code": -32602,
+            "message": "remora.runNode takes the file's URI and the node's id",
+        }
+    code, _ = server.finish()
+    assert code == 0
+
+
 def test_a_frame_declaring_99999999999_bytes_ends_the_server_cleanly(tmp_path: Path) -> None:
     """The brief's frame: pygls would allocate the declared size (a MemoryError and a
     traceback). It is skipped unread, and when the editor closes the stream inside it the

@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcServerNotInitialized
+from pygls.exceptions import (
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcServerNotInitialized,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import RPCMessage
@@ -112,6 +116,15 @@ class _Protocol(LanguageServerProtocol):
                 log.info("ignored %s: sent before initialize", method)
             return
         super().handle_message(message)
+
+    def _send_response(
+        self, msg_id: Any, result: Any = None, error: types.ResponseError | None = None
+    ) -> None:
+        # pygls puts the server's traceback (paths, code) in an internal error's `data`: the
+        # editor gets the message, the traceback stays in the server's own log.
+        if error is not None and error.code == JsonRpcInternalError.CODE and error.data:
+            error = types.ResponseError(code=error.code, message=error.message)
+        super()._send_response(msg_id, result, error)
 
 
 class RemoraServer(LanguageServer):
@@ -212,7 +225,9 @@ def build_server(options: RunOptions, *, debounce: float) -> RemoraServer:
 
     @server.command(RUN_NODE)
     def run_node(ls: RemoraServer, *arguments: Any) -> None:
-        uri, node = (str(argument) for argument in arguments[:2])
+        if len(arguments) != 2 or not all(isinstance(argument, str) for argument in arguments):
+            raise JsonRpcInvalidParams(f"{RUN_NODE} takes the file's URI and the node's id")
+        uri, node = arguments
         if (path := _python_file(uri)) is not None:
             ls.runs.schedule(path, 0, nodes=frozenset({node}), cache=False)
 
