@@ -168,9 +168,10 @@ class ResultCache:
             if moved is None:
                 return None
             changes = moved
-        scope = write_scope(agent.definition.writes, node, agent.options, root)
-        if in_scope(scope, changes, lambda file: text_on_disk(root / file))[1]:
-            return None  # a change outside the agent's writes (one retargeted to another file)
+        if changes:  # the scope's placeholders are filled from disk: only when there is a change
+            scope = write_scope(agent.definition.writes, node, agent.options, root)
+            if in_scope(scope, changes, lambda file: text_on_disk(root / file))[1]:
+                return None  # a change outside the agent's writes (one retargeted elsewhere)
         with contextlib.suppress(OSError):
             os.utime(path, follow_symlinks=False)  # recently used
         result = cached.result.model_copy(deep=True)
