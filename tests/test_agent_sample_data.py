@@ -1,12 +1,17 @@
 """The bundled sample_data agent on a copy of the bundled example: the scripted model calls
-write_samples after the runner's signature_schema, the scripted completion endpoint proposes the
-calls (as a base model continues `result = f(`), and the fixtures that land are checked with the
-real jsonschema."""
+write_samples after the runner's signature_schema, the scripted completion endpoint proposes
+calls (as a base model continues `result = f(`), the host's input generator (explore_calls) adds
+calls from the signature and runs them all in the sandbox; a sample is the arguments of a chosen
+call that returned. The fixtures that land are checked with the real jsonschema and by calling
+the function on each sample."""
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Callable
+import re
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,32 +24,19 @@ from remora.models.scripted.server import ScriptedModelServer, tool_call
 AGENT = Path(__file__).parent.parent / "agents" / "sample_data"
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 
-TEMPERATURES = [0.0, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3]
-"""write_samples' drafts, in order: the n-th proposal below answers the n-th."""
+TEMPERATURES = [0.0, 0.7, 1.0]
+"""explore_calls' drafts, in order: the n-th proposal below answers the n-th."""
 GOOD_SAMPLES = {
-    "apply_discount": ["price=100.0, percent=10.0)", "19.99, 0)"],
+    "apply_discount": ["price=100.0, percent=10.0)", "19.99, 0)", "100.0, 150.0)"],
     "bulk_price": [
         "unit_price=2.5, quantity=12)",
         "unit_price=1.0, quantity=150, tiers={10: 5.0, 100: 12.5})\n",
         "4, 1, None)",
-        "4, 1, None)",  # the same again: kept once
     ],
-    "parse_sku": ['sku="BOLT-0042")', "'NUT-7')"],
+    "parse_sku": ['sku="BOLT-0042")', "'NUT-7')", "'NUT')"],
 }
-EXPECTED = {
-    # Two proposed by the model, then one from the schema (fewer than 3 proposals fit).
-    "apply_discount": [
-        {"price": 100.0, "percent": 10.0},
-        {"price": 19.99, "percent": 0},
-        {"price": 2.5, "percent": 2.5},
-    ],
-    "bulk_price": [
-        {"unit_price": 2.5, "quantity": 12},
-        {"unit_price": 1.0, "quantity": 150, "tiers": {"10": 5.0, "100": 12.5}},
-        {"unit_price": 4, "quantity": 1, "tiers": None},
-    ],
-    "parse_sku": [{"sku": "BOLT-0042"}, {"sku": "NUT-7"}, {"sku": "hello world"}],
-}
+WANTED_SAMPLES = 3
+"""write_samples' most samples per function."""
 
 
 def function_of(body: dict[str, Any]) -> str:
@@ -57,7 +49,9 @@ def proposals(calls: dict[str, list[str]]) -> Callable[[dict[str, Any]], str]:
     """The completion endpoint: the arguments proposed after `result = NAME(`, one per draft."""
 
     def complete(body: dict[str, Any]) -> str:
-        name = body["prompt"].rsplit("result = ", 1)[1].rstrip("(")
+        last = body["prompt"].rsplit("\n", 1)[1]
+        assert last.startswith("    result = ") and last.endswith("("), last
+        name = last.removeprefix("    result = ").rstrip("(")
         index = TEMPERATURES.index(body.get("temperature", 0.0))
         proposed = calls.get(name, [])
         return proposed[index] if index < len(proposed) else ""
@@ -102,6 +96,17 @@ def by_function(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {result["node"]["qualified_name"]: result for result in report["results"]}
 
 
+@pytest.fixture
+def project_imports(demo: Path) -> Iterator[Callable[[str], Any]]:
+    """The copied project's modules, imported for real (to call a function on its samples)."""
+    before = set(sys.modules)
+    sys.path.insert(0, str(demo))
+    yield importlib.import_module
+    sys.path.remove(str(demo))
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
 def load_fixture(path: Path) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(path.read_text())
     jsonschema.Draft202012Validator.check_schema(document["schema"])
@@ -111,7 +116,7 @@ def load_fixture(path: Path) -> dict[str, Any]:
 
 
 def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
-    demo: Path, capsys: pytest.CaptureFixture[str]
+    demo: Path, capsys: pytest.CaptureFixture[str], project_imports: Callable[[str], Any]
 ) -> None:
     code, report, requests = analyze("inventory/pricing.py", GOOD_SAMPLES, capsys, "--fix")
 
@@ -122,13 +127,31 @@ def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
         assert [c["file"] for c in result["changes"]] == [f"fixtures/pricing_{name}.json"]
         assert result["outcome"] == "written" and result["turns"] == 1
         assert result["findings"] == []  # every parameter is annotated with a JSON type
+        assert result["summary"].endswith(
+            f" accepted by the function and validated (fixtures/pricing_{name}.json)"
+        )
     assert code == 0
 
-    for name, samples in EXPECTED.items():
+    pricing = project_imports("inventory.pricing")
+    for name in GOOD_SAMPLES:
         document = load_fixture(demo / "fixtures" / f"pricing_{name}.json")
-        assert document["samples"] == samples
         assert document["function"] == f"inventory.pricing.{name}"
         assert document["source"] == "inventory/pricing.py"
+        samples = document["samples"]
+        assert 1 <= len(samples) <= WANTED_SAMPLES
+        assert len({json.dumps(sample, sort_keys=True) for sample in samples}) == len(samples)
+        # A sample is a call the function accepted: each one returns, here too.
+        for sample in samples:
+            getattr(pricing, name)(**sample)
+    # The model's proposals come first where the function accepted them (its own quoting and
+    # keywords bound to the parameters); the calls it rejected are never samples.
+    discounts = load_fixture(demo / "fixtures" / "pricing_apply_discount.json")["samples"]
+    assert discounts[0] == {"price": 19.99, "percent": 0}
+    assert all(0 <= sample["percent"] <= 100 for sample in discounts)
+    skus = load_fixture(demo / "fixtures" / "pricing_parse_sku.json")["samples"]
+    assert {"sku": "NUT-7"} in skus and {"sku": "NUT"} not in skus
+    bulk = load_fixture(demo / "fixtures" / "pricing_bulk_price.json")["samples"]
+    assert bulk[0] == {"unit_price": 4, "quantity": 1, "tiers": None}
     schema = load_fixture(demo / "fixtures" / "pricing_bulk_price.json")["schema"]
     assert schema["required"] == ["unit_price", "quantity"]  # tiers has a default
     assert schema["additionalProperties"] is False
@@ -153,17 +176,23 @@ def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
     }
 
 
-def test_invalid_proposals_are_left_out_and_none_valid_is_not_done(
+def test_rejected_and_invalid_samples_are_left_out_and_none_accepted_is_not_done(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A parameter without a JSON form: no sample from the schema either.
     (demo / "inventory" / "odd.py").write_text(
-        'def draw(widget: "Widget", scale: float) -> None:\n    pass\n'
+        # No JSON value has `.size`: the function rejects every call (AttributeError).
+        'def draw(widget: "Widget", scale: float) -> float:\n    return widget.size * scale\n'
+    )
+    (demo / "inventory" / "labels.py").write_text(
+        # Accepts anything str() takes, a str too: more than its schema (an integer) allows.
+        'def label(count: int) -> str:\n    return "#" + str(count)\n'
     )
     calls = {
-        # Only wrong types: nothing is written, the job ends not done with jsonschema's errors.
-        "draw": ["widget=1, scale='big')", "1, 2, 3)"],
-        # A wrong type next to a good sample: the good one lands, with one from the schema.
+        # Rejected by the function: nothing is written, the job ends not done saying why.
+        "draw": ["widget=1, scale=2.5)", "{'size': 2}, 2.0)"],
+        # Accepted by the function but not by the schema: left out, the rest land.
+        "label": ["count='many')"],
+        # Rejected by the function (42 has no .partition): never a sample.
         "parse_sku": ["sku=42)", "'BOLT-0042')"],
     }
     code, report, _ = analyze("inventory", calls, capsys, "--fix")
@@ -173,20 +202,24 @@ def test_invalid_proposals_are_left_out_and_none_valid_is_not_done(
     assert rejected["status"] == "failed"
     assert rejected["error"]["code"] == "not_done"
     message = rejected["error"]["message"]
-    assert "write_samples: draw(widget=1, scale='big'): scale: 'big' is not of type 'number'" in (
-        message
+    assert re.search(
+        r"write_samples: no call of draw that returned could be found \(\d+ tried\)", message
     )
-    assert "draw(1, 2, 3): draw() takes 2 positional arguments" in message
     assert rejected["changes"] == [] and rejected["turns"] == 1
     assert not (demo / "fixtures" / "odd_draw.json").exists()
 
+    labels = results["label"]
+    assert labels["status"] == "success", labels["error"]
+    samples = load_fixture(demo / "fixtures" / "labels_label.json")["samples"]
+    assert samples and {"count": "many"} not in samples
+    assert all(isinstance(sample["count"], int) for sample in samples)
+
     fixed = results["parse_sku"]
-    assert fixed["status"] == "success"
+    assert fixed["status"] == "success", fixed["error"]
     assert [c["file"] for c in fixed["changes"]] == ["fixtures/pricing_parse_sku.json"]
-    assert load_fixture(demo / "fixtures" / "pricing_parse_sku.json")["samples"] == [
-        {"sku": "BOLT-0042"},
-        {"sku": "hello world"},
-    ]
+    skus = load_fixture(demo / "fixtures" / "pricing_parse_sku.json")["samples"]
+    assert skus[0] == {"sku": "BOLT-0042"}
+    assert {"sku": 42} not in skus
     assert code == 1  # draw's job was not done
 
 
@@ -194,7 +227,8 @@ def test_schema_for_richer_signatures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Containers, unions, Optional, Literal, tuples, *args/**kwargs, positional-only and
-    keyword-only parameters; unannotated and non-JSON parameters are findings."""
+    keyword-only parameters; unannotated and non-JSON parameters are findings. The sample is
+    the model's call as the function bound it (a tuple parameter passed a list, as JSON has)."""
     project = tmp_path / "project"
     (project / "src" / "shop").mkdir(parents=True)
     (project / "pyproject.toml").write_text('[project]\nname = "shop"\n')
@@ -211,14 +245,15 @@ def test_schema_for_richer_signatures(
     )
     monkeypatch.chdir(tmp_path)
     good = (
-        "place([1, 2], {'a': [1.5, 2]}, (1, 'x'), None, 'c', 'slow', {'t'}, [True], "
-        "{'any': 1}, 'e', 7, 8, dry=True, cost=2.5)"
+        "place([1, 2], {'a': [1.5, 2]}, [1, 'x'], None, 'c', 'slow', ['t'], [True], "
+        "{'any': 1}, 'e', dry=True)"
     )
     invalid = "place(['1'], {'a': 1}, [1, 2, 3], mode='z', tags=['t', 't'], dry=1, cost='s')"
-    calls = {"place": [invalid[6:], good[6:], "ids=[], prices={}, pair=[0, ''])"]}
+    calls = {"place": [invalid[6:], good[6:], "[], {}, [0, ''])"]}
     code, report, _ = analyze("project", calls, capsys, "--fix")
 
     (result,) = report["results"]
+    assert result["status"] == "success", result["error"]
     assert [c["file"] for c in result["changes"]] == ["project/fixtures/orders_place.json"]
     document = load_fixture(project / "fixtures" / "orders_place.json")
     assert document["function"] == "shop.orders.place"
@@ -233,21 +268,24 @@ def test_schema_for_richer_signatures(
         "flags": [True],
         "when": {"any": 1},
         "extra": "e",
-        "rest": [7, 8],
         "dry": True,
-        "cost": 2.5,
     }
     schema = document["schema"]
     assert schema["required"] == ["ids", "prices", "pair"]
     assert schema["additionalProperties"] == {"type": "number"}  # **more: float
+    assert schema["properties"]["rest"]["type"] == "array"  # *rest: int
     assert schema["properties"]["code"]["type"] == ["integer", "string"]
     assert schema["properties"]["mode"]["enum"] == ["fast", "slow", 3]
     assert schema["properties"]["tags"]["uniqueItems"] is True
+    # *rest is an array of its items and **more's keywords sit beside the parameters.
+    jsonschema.validate(
+        {"ids": [], "prices": {}, "pair": [0, ""], "rest": [7, 8], "cost": 2.5},
+        schema,
+        cls=jsonschema.Draft202012Validator,
+    )
 
-    # The invalid proposal was left out; the fixture holds the two that fit.
-    assert len(document["samples"]) == 2
-    assert document["samples"][1] == {"ids": [], "prices": {}, "pair": [0, ""]}
-    # The real jsonschema agrees that the rejected sample is invalid, for every one of them.
+    # The invalid proposal (which the function accepts: it ignores its arguments) is never
+    # written; the real jsonschema agrees that it is invalid, for every one of them.
     wrong = {
         "ids": ["1"],
         "prices": {"a": 1},
@@ -257,6 +295,7 @@ def test_schema_for_richer_signatures(
         "dry": 1,
         "cost": "s",
     }
+    assert not any(sample.get("mode") == "z" for sample in document["samples"])
     validator = jsonschema.Draft202012Validator(schema)
     assert {error.path[0] for error in validator.iter_errors(wrong)} == {
         "ids",

@@ -1,12 +1,16 @@
 """The bundled test agent on a copy of the bundled example: real pytest in the job's workspace,
 a scripted model that calls write_tests after the runner's inspect_function, and a scripted
-completion endpoint that proposes the calls (as a base model continues `result = f(`). The tool
-runs the function on them and pins what it returned or raised: characterization tests."""
+completion endpoint that proposes calls (as a base model continues `result = f(` after the
+module). The host's input generator (explore_calls) adds calls from the signature, runs them in
+the sandbox under coverage, keeps the few that cover the most branches, and write_tests pins
+what they returned or raised as a pytest module, kept only where it passes: characterization
+tests."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +19,7 @@ from typing import Any
 import pytest
 
 from remora.cli.main import main
-from remora.models.scripted.server import ScriptedModelServer, tool_call, tool_calls
+from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRunner
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
@@ -23,8 +27,8 @@ DEMO = Path(__file__).parent.parent / "examples" / "demo"
 # use it, so most runs turn it off through the agent's pytest_args option.
 FAST = ["-c", 'agents.test.options.pytest_args=["-p", "no:hypothesispytest"]']
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
-TEMPERATURES = [0.0, 0.7, 0.9, 1.1, 1.3]
-"""write_tests' drafts, in order: the n-th answer of `completions` below goes to the n-th."""
+TEMPERATURES = [0.0, 0.7, 1.0]
+"""explore_calls' drafts, in order: the n-th answer of `completions` below goes to the n-th."""
 
 CALLS = {
     "apply_discount": ["100.0, 10.0)", "19.99, 0)", "100.0, 150.0)"],
@@ -40,14 +44,20 @@ def function_of(body: dict[str, Any]) -> str:
     return context.split("`")[1]
 
 
+def callee(prompt: str) -> str:
+    """What a completion prompt asks the model to call: its last line is `    result = f(`,
+    `    result = stock.add(` (the method's name) or `    stock = Stock(` (the constructor)."""
+    last = prompt.rsplit("\n", 1)[1]
+    assert last.endswith("("), last
+    return last.rsplit("=", 1)[1].strip().rstrip("(").rpartition(".")[2]
+
+
 def completions(calls: dict[str, list[str]]) -> Any:
     """The completion endpoint: the arguments proposed for `result = NAME(`, one per draft."""
 
     def complete(body: dict[str, Any]) -> str:
-        prompt: str = body["prompt"]
-        name = prompt.rsplit("result = ", 1)[1].rstrip("(")
         index = TEMPERATURES.index(body.get("temperature", 0.0))
-        proposed = calls.get(name, [])
+        proposed = calls.get(callee(body["prompt"]), [])
         return proposed[index] if index < len(proposed) else ""
 
     return complete
@@ -93,6 +103,13 @@ def by_function(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {result["node"]["qualified_name"]: result for result in report["results"]}
 
 
+def written_count(summary: str) -> int:
+    """N of write_tests' "N tests written and passing (FILE)"."""
+    match = re.match(r"(\d+) tests? written and passing \(", summary)
+    assert match, summary
+    return int(match.group(1))
+
+
 def pytest_direct(tests: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The real pytest on the files that landed, from outside the project (so nothing but the
     generated file's own sys.path line makes the package importable)."""
@@ -115,36 +132,49 @@ def test_characterization_tests_land_with_fix_and_pass_under_pytest(
 
     results = by_function(report)
     assert set(results) == set(CALLS)
+    total = 0
     for name, result in results.items():
         assert result["status"] == "success", result["error"]
         assert result["outcome"] == "written"
-        # One file per function: parallel jobs never write the same file.
+        # One file per function: parallel jobs never write the same file. The module itself is
+        # never a change: the calls ran in the sandbox, the tests in a throwaway copy.
         assert [change["file"] for change in result["changes"]] == [f"tests/test_pricing_{name}.py"]
         # The demo has no tests: each function gets TST100 from inspect_function.
         assert [f["rule"] for f in result["findings"]] == ["TST100"]
         assert result["turns"] == 1  # write_tests ended the job
-    assert results["parse_sku"]["summary"] == (
-        "5 tests written and passing (tests/test_pricing_parse_sku.py)"
-    )
+        assert result["summary"].endswith(f" written and passing (tests/test_pricing_{name}.py)")
+        total += written_count(result["summary"])
     assert code == 1  # the TST100 findings
     assert all(function_of(body) in CALLS for body in requests)
-
-    # The scratch runs left the module exactly as it was.
     assert (demo / "inventory" / "pricing.py").read_bytes() == source
+
     text = (demo / "tests" / "test_pricing_apply_discount.py").read_text()
     assert text.startswith('"""Tests for `apply_discount`, generated by Remora\'s test agent.')
     assert "from inventory.pricing import apply_discount  # noqa: E402" in text
-    # What the function did, pinned: 10% off 100 is 90; 150% is refused.
-    assert "assert apply_discount(100.0, 10.0) == pytest.approx(90.0)" in text
-    assert "    with pytest.raises(ValueError):\n        apply_discount(100.0, 150.0)\n" in text
+    # What the function did, pinned: the model's 19.99 at 0% is unchanged; 150% is refused,
+    # with the function's own message; 100% (the compared literal) is pinned too.
+    assert "assert apply_discount(19.99, 0) == pytest.approx(19.99)" in text
+    assert (
+        "    with pytest.raises(ValueError, match=r'percent must be between 0 and 100, "
+        "not 150\\.0'):\n        apply_discount(100.0, 150.0)\n"
+    ) in text
+    assert "assert apply_discount(2.5, 100) == pytest.approx(0.0)" in text
+    # One case per raise site: 150 is the only ValueError pinned, not -1 or 101 as well.
+    assert text.count("pytest.raises(") == 1
     sku = (demo / "tests" / "test_pricing_parse_sku.py").read_text()
     assert "assert parse_sku(\"bolt-0042\") == ('BOLT', 42)" in sku
-    assert '    with pytest.raises(ValueError):\n        parse_sku("NUT")\n' in sku
+    assert (
+        '    with pytest.raises(ValueError, match="invalid literal for int\\\\(\\\\) with base '
+        '10: \'\'"):\n        parse_sku("NUT")\n'
+    ) in sku
+    bulk = (demo / "tests" / "test_pricing_bulk_price.py").read_text()
+    assert "assert bulk_price(1.0, 100, {100: 50.0}) == pytest.approx(50.0)" in bulk
+    assert "assert x" not in bulk  # the completion was cut at the call's closing parenthesis
 
     # The files that landed pass under the real pytest, run from outside the project.
     done = pytest_direct(demo / "tests", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "17 passed" in done.stdout  # 8 proposed calls, 9 from the signatures
+    assert f"{total} passed" in done.stdout
     # And they are clean under the project's own ruff configuration.
     ruff = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "tests"],
@@ -158,9 +188,10 @@ def test_characterization_tests_land_with_fix_and_pass_under_pytest(
 def test_calls_that_cannot_be_pinned_leave_the_job_not_done(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Wrong arity (TypeError pins nothing), code that is not a plain call, unclosed calls, and
-    an annotation with no example values: the tool runs nothing it should not, writes nothing,
-    and the job ends not done at once."""
+    """Wrong arity, code that is not a plain call, unclosed calls, and an annotation with no
+    example values (every value from the signature raises AttributeError on `.size`): a
+    TypeError or AttributeError from an argument that contradicts its use pins nothing, so the
+    tool writes nothing and the job ends not done at once."""
     (demo / "inventory" / "odd.py").write_text(
         'def odd(widget: "Widget") -> int:\n    return widget.size\n'
     )
@@ -168,7 +199,6 @@ def test_calls_that_cannot_be_pinned_leave_the_job_not_done(
         "odd": [
             "1, 2, 3)",  # TypeError: not pinned
             "__import__('os').getcwd())",  # refused before running
-            "open('x').read())",  # refused before running
             "'A-1'",  # never closed
         ]
     }
@@ -176,10 +206,9 @@ def test_calls_that_cannot_be_pinned_leave_the_job_not_done(
     (result,) = report["results"]
     assert result["status"] == "failed"
     assert result["error"]["code"] == "not_done"
-    assert (
-        "write_tests: no call of odd could be pinned (tried: odd(1, 2, 3)"
-        in (result["error"]["message"])
-    )
+    message = result["error"]["message"]
+    assert re.search(r"write_tests: no call of odd could be pinned \((\d+) tried: none ", message)
+    assert "raised an exception the code raises itself" in message
     assert result["changes"] == []
     assert result["turns"] == 1
     assert not (demo / "tests").exists()
@@ -201,15 +230,16 @@ def test_src_layout_in_a_subproject(
     monkeypatch.chdir(tmp_path / "repo")
     code, report, _ = analyze("services", {"double": ["2)", "-3)"]}, capsys, "--fix", *FAST)
     (result,) = report["results"]
-    assert result["status"] == "success"
+    assert result["status"] == "success", result["error"]
     assert [c["file"] for c in result["changes"]] == ["services/calc/tests/test_ops_double.py"]
     text = (project / "tests" / "test_ops_double.py").read_text()
     assert "sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'src'))" in text
     assert "from calc.ops import double  # noqa: E402" in text
-    assert "assert double(-3) == -6" in text
+    assert "assert double(2) == 4" in text  # the model's first proposal
+    assert "assert double(-3) == -6" in text  # another value: what tells `2 * x` from `x + 2`
     done = pytest_direct(project / "tests", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "5 passed" in done.stdout  # 2 proposed calls, 3 from the signature
+    assert f"{written_count(result['summary'])} passed" in done.stdout
     assert code == 1
 
 
@@ -217,47 +247,41 @@ def test_tool_check_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tool", "check", "test"]) == 0, capsys.readouterr()
 
 
-def test_parallel_write_tests_calls_never_leave_the_module_changed(
-    demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+def test_the_module_is_never_changed_even_by_a_function_that_writes_it(
+    demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Both calls share the scratch file (the module); whatever the interleaving, the module is
-    written back as it was, and a call that lost its scratch reports it without findings. (The
-    openai profile: FunctionGemma's keeps one call per reply.)"""
-    monkeypatch.setenv("REMORA_RUNNER__MODEL_PROFILE", "openai")
-
-    def rule(body: dict[str, Any]) -> Any:
-        results = [m for m in body["messages"] if m["role"] == "tool"]
-        if function_of(body) != "apply_discount" or len(results) > 1:
-            return tool_call("submit_result", {"summary": "done"})
-        return tool_calls(("write_tests", {}), ("write_tests", {}))
-
-    with ScriptedModelServer(rule=rule, completion=completions(CALLS)) as server:
-        args = ["analyze", "inventory/pricing.py", "--agents", "test", "--format", "json"]
-        code = main([*args, "--no-cache", "--base-url", server.base_url, *FAST])
-        requests = list(server.requests)
-    report = json.loads(capsys.readouterr().out)
-    result = by_function(report)["apply_discount"]
-    assert "inventory/pricing.py" not in [change["file"] for change in result["changes"]]
-    assert [f["rule"] for f in result["findings"]] == ["TST100"]
-    replies = [
-        json.loads(m["content"])
-        for body in requests
-        for m in body["messages"]
-        if m["role"] == "tool" and m["name"] == "write_tests"
-    ]
-    for reply in replies:
-        assert reply.get("failed", 0) == 0
-        assert not reply.get("findings")
-    assert (demo / "inventory" / "pricing.py").read_text() == (
-        DEMO / "inventory" / "pricing.py"
-    ).read_text()
+    """The calls run in the sandbox on throwaway copies and the tests in a throwaway copy of the
+    project: a function that overwrites its own module when called leaves the project's module
+    as it was, and the job's only change (if any) is its one test file."""
+    module = demo / "inventory" / "stamp.py"
+    module.write_text(
+        "from pathlib import Path\n\n\n"
+        "def stamp(n: int) -> int:\n"
+        '    Path(__file__).write_text("# stamped\\n")\n'
+        "    return n\n"
+    )
+    source = module.read_bytes()
+    code, report, _ = analyze("inventory/stamp.py", {}, capsys, "--fix", *FAST)
+    (result,) = report["results"]
+    assert {change["file"] for change in result["changes"]} <= {"tests/test_stamp_stamp.py"}
+    assert module.read_bytes() == source
+    assert sorted(p.relative_to(demo).as_posix() for p in demo.rglob("*.py")) == sorted(
+        [
+            "inventory/__init__.py",
+            "inventory/pricing.py",
+            "inventory/report.py",
+            "inventory/stock.py",
+            "inventory/stamp.py",
+            *(["tests/test_stamp_stamp.py"] if result["changes"] else []),
+        ]
+    )
     assert code == 1
 
 
 def test_a_call_that_does_not_repeat_under_pytest_is_dropped_and_the_rest_kept(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`argv_len(0)` gives the same answer in both pinning runs but another under the pytest run
+    """`argv_len(0)` gives the same answer in both probe runs but another under the pytest run
     that checks the file (its command line differs): it is dropped, `argv_len(2)` is kept, and
     the file that lands passes under the real pytest."""
     (demo / "inventory" / "argv.py").write_text(
@@ -268,12 +292,13 @@ def test_a_call_that_does_not_repeat_under_pytest_is_dropped_and_the_rest_kept(
     )
     (result,) = report["results"]
     assert result["status"] == "success", result["error"]
-    assert result["summary"].endswith("; 1 dropped: they did not repeat")
+    assert result["summary"].endswith("; 1 dropped: they failed under pytest")
     written = demo / "tests" / "test_argv_argv_len.py"
     text = written.read_text()
     assert "argv_len(2) == 2" in text and "argv_len(0)" not in text
     done = pytest_direct(written, demo.parent)
     assert done.returncode == 0, done.stdout
+    assert f"{written_count(result['summary'])} passed" in done.stdout
     assert code == 1  # the TST100 finding on the untested function
 
 
@@ -284,58 +309,60 @@ if it ran, it would leave a file and a marker on stdout, and `or 100` makes the 
 
 
 def spy_on_commands(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Every command the job runs: its arguments, the Python files in its directory as the
-    command saw them (the scratch module included), what it printed, and whether PWNED exists
-    in its directory afterwards."""
+    """Every process the job starts (the call probe and pytest alike): its arguments, the
+    Python and JSON files in its directory as it saw them (the probe's request included), what
+    it printed, and whether PWNED exists in its directory afterwards."""
     seen: list[dict[str, Any]] = []
-    original = CommandRunner.run
+    original = CommandRunner._run
 
     async def run(
-        self: CommandRunner, name: str, args: list[str], cwd: Path, *, project: Path | None = None
+        self: CommandRunner, name: str, args: list[str], argv: list[str], cwd: Path, **kw: Any
     ) -> dict[str, Any]:
         files = {}
         for folder, _, names in os.walk(cwd):  # symlinks to the project are not followed
             for file in names:
                 path = Path(folder) / file
-                if file.endswith(".py") and not path.is_symlink():
+                if file.endswith((".py", ".json")) and not path.is_symlink():
                     files[path.relative_to(cwd).as_posix()] = path.read_text()
-        result = await original(self, name, args, cwd, project=project)
+        result = await original(self, name, args, argv, cwd, **kw)
         output = result["stdout"] + result["stderr"]
         seen.append(
             {"args": args, "files": files, "output": output, "pwned": (cwd / "PWNED").exists()}
         )
         return result
 
-    monkeypatch.setattr(CommandRunner, "run", run)
+    monkeypatch.setattr(CommandRunner, "_run", run)
     return seen
 
 
-def test_a_hostile_completion_is_dropped_before_it_runs(
+def test_a_hostile_completion_is_refused_by_the_allow_list_before_it_runs(
     demo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The model proposes `apply_discount(<exec through a generator's frame> or 100, 10)`: the
-    allow-list (parse_test_case) drops it before the scratch run, so no command ever sees its
-    text, nothing prints its marker or leaves its file, and no test is written for it; the
-    ordinary proposals are pinned and written as usual."""
+    allow-list (parse_test_case) refuses it before the probe, so no command ever sees its text,
+    nothing prints its marker or leaves its file, and no test is written for it; the ordinary
+    proposals are probed, pinned and written as usual."""
     seen = spy_on_commands(monkeypatch)
     calls = {"apply_discount": ["100.0, 10.0)", HOSTILE, "100.0, 150.0)"]}
     code, report, _ = analyze("inventory/pricing.py", calls, capsys, "--fix", *FAST)
 
     (result,) = [r for r in report["results"] if r["node"]["qualified_name"] == "apply_discount"]
     assert result["status"] == "success", result["error"]
-    # 2 proposals and 3 calls from the signature; the hostile one is not among them.
-    assert result["summary"] == "5 tests written and passing (tests/test_pricing_apply_discount.py)"
     text = (demo / "tests" / "test_pricing_apply_discount.py").read_text()
-    assert "assert apply_discount(100.0, 10.0) == pytest.approx(90.0)" in text
+    assert "apply_discount(100.0, 150.0)" in text
     assert "gi_frame" not in text and "exec" not in text
-    # The spy saw the scratch runs (the characterization printed its marks)...
-    scratch = [
-        c
+    # The spy saw the probe runs (two, in two processes) with the ordinary proposals...
+    probes = [
+        json.loads(c["files"][".remora_probe.json"])
         for c in seen
-        if "apply_discount(100.0, 10.0)" in c["files"].get("inventory/pricing.py", "")
+        if '"apply_discount"' in c["files"].get(".remora_probe.json", "")
     ]
-    assert len(scratch) >= 3  # two characterization runs, one run of the candidate tests
-    assert any("REMORA-CHARACTERIZED" in c["output"] for c in seen)
+    assert len(probes) == 2
+    for request in probes:
+        arguments = [call["arguments"] for call in request["calls"]]
+        assert "100.0, 10.0" in arguments and "100.0, 150.0" in arguments
+    # ...and pytest on the file...
+    assert any("tests/test_pricing_apply_discount.py" in c["args"] for c in seen)
     # ...and the hostile case reached none of them.
     for command in seen:
         assert not any("gi_frame" in t or "PWNED" in t for t in command["files"].values())
@@ -359,14 +386,16 @@ def test_cases_construct_the_modules_own_classes(
     )
     calls = {"area": ["Box(3))", "Box(side=1), minimum=2)", "Box(2).side)"]}
     code, report, _ = analyze("inventory/shapes.py", calls, capsys, "--fix", *FAST)
-    (result,) = report["results"]
+    result = by_function(report)["area"]
     assert result["status"] == "success", result["error"]
     text = (demo / "tests" / "test_shapes_area.py").read_text()
     assert "from inventory.shapes import area, Box, TooSmall  # noqa: E402" in text
     assert "assert area(Box(3)) == 9" in text
-    assert "    with pytest.raises(TooSmall):\n        area(Box(side=1), minimum=2)\n" in text
+    assert (
+        "    with pytest.raises(TooSmall, match='1'):\n        area(Box(side=1), minimum=2)\n"
+    ) in text
     assert ".side" not in text  # attribute access is refused
     done = pytest_direct(demo / "tests", cwd=demo.parent)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout
+    assert f"{written_count(result['summary'])} passed" in done.stdout
     assert code == 1

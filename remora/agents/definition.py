@@ -125,6 +125,11 @@ class AgentDefinition(Strict):
     examples: list[Example] = Field(default_factory=list, max_length=2)
     """Worked examples the model sees before every job of this agent, the same bytes each time
     (a prefix the engine and vLLM's prefix cache evaluate once)."""
+    verify_together: Literal["pytest"] | None = None
+    """pytest: the files its successful jobs change are test files, shown and written only as a
+    set that passes with the project's tests, in two orders (analysis/suite.py; the option
+    `pytest_args`, if the agent has it, is passed too); a job whose file fails in company ends
+    not_done. None: no check."""
 
     @field_validator("writes")
     @classmethod

@@ -8,7 +8,8 @@ what a job may change is declared, not inferred from what it did. Entries are
 - `node_file`: anywhere in the node's file (a lint fix);
 - a path in the project, with placeholders `{project}` (the nearest folder up with a project
   or pytest configuration file), `{folder}` (the node's file's folder), `{module}` (the last
-  name of its module), `{name}` (the node's name) and `{options.KEY}` (the agent's effective
+  name of its module), `{name}` (the node's name), `{qualname}` (its qualified name with dots as
+  underscores: `Stock_add` for the method `Stock.add`) and `{options.KEY}` (the agent's effective
   option), and gitignore-style wildcards of the agent's own (`*`, `?`, `[...]`).
 
 Placeholders are filled from the project as it is on disk, never from a job's own writes (a job
@@ -35,7 +36,7 @@ from remora.tool_library.module_paths import module_of, project_of
 NODE = "node"
 NODE_FILE = "node_file"
 PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)?)\}")
-NAMES = ("project", "folder", "module", "name")
+NAMES = ("project", "folder", "module", "name", "qualname")
 
 
 def check_scope(entry: str) -> None:
@@ -94,6 +95,7 @@ def write_scope(
         "folder": node.file.rsplit("/", 1)[0] if "/" in node.file else "",
         "module": module.rsplit(".", 1)[-1] or "module",
         "name": node.name,
+        "qualname": node.qualified_name.replace(".", "_"),
     }
     patterns = []
     for entry in entries:

@@ -18,6 +18,7 @@ from remora.analysis.imports import skipped, unimportable
 from remora.analysis.plan import make_plan, project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
 from remora.analysis.requirements import check_requirements
+from remora.analysis.suite import awaits_check, check_suites, checked_agents
 from remora.cache.folder import cache_dir_problem
 from remora.cache.store import ResultCache
 from remora.config.loading import LoadedSettings
@@ -45,7 +46,9 @@ async def analyze(
     cannot go on (no model, a failing server, an unusable cache) raises `RunFailed`. With
     edits="fix", `hooks.report` gets the outcome before any file is written: if it raises (the
     report cannot be written), no file is. `open_model` opens the model when a job needs it (a
-    long-lived caller wraps it, e.g. to let one run at a time hold the model)."""
+    long-lived caller wraps it, e.g. to let one run at a time hold the model). The results of
+    agents with `verify_together` that changed files reach `hooks.result` only after the suite
+    check (analysis/suite.py), which may make them not done."""
     started = time.perf_counter()
     settings = loaded.settings
     choice = choose_engine(loaded)
@@ -125,12 +128,17 @@ async def analyze(
                 yield steered
 
     models = {agent.name: agent.model for agent in agents}
+    together = checked_agents(agents)
 
     def finished(result: JobResult) -> None:
+        filters.apply(result)
+        if not awaits_check(result, together):  # else final (recorded, reported) after the check
+            final(result)
+
+    def final(result: JobResult) -> None:
         if recorder is not None:
             model = models[result.agent]
             recorder.write(result, model=model, temperature=settings.runner.temperature)
-        filters.apply(result)
         hooks.result(result)
 
     broken = unimportable(plan.jobs, plan.root, commands)
@@ -167,6 +175,12 @@ async def analyze(
     results = merged(plan.jobs, ran, skip, finished, events)
     # And Ctrl-C while jobs were answered from the cache, before the report is written.
     await anyio.lowlevel.checkpoint()
+    held = [index for index, result in enumerate(results) if awaits_check(result, together)]
+    results = await check_suites(
+        results, agents, root=plan.root, commands=commands, events=events, hooks=hooks
+    )
+    for index in held:
+        final(results[index])
     if cached:
         hooks.say(f"{cached} of {len(plan.jobs)} jobs answered from the cache")
     said = baseline.report(request.baseline, results) if baseline and request.baseline else None

@@ -93,6 +93,18 @@ class CommandRunner:
                 return await self._run(name, args, argv, cwd)
             return await self._run_confined(name, args, argv, cwd, project)
 
+    async def run_host_script(
+        self, script: Path, args: list[str], cwd: Path, *, project: Path | None = None
+    ) -> dict[str, Any]:
+        """Run Remora's own `script` (one of its files, copied into `cwd`) with the project's
+        Python, confined like any command. For host functions only: a tool script may run
+        `python -m MODULE` of the allow-list and nothing else."""
+        argv = [str(self.settings.python or sys.executable), str(script), *args]
+        async with self._slots:
+            if self.confinement is None:
+                return await self._run("python", [script.name, *args], argv, cwd)
+            return await self._run_confined("python", [script.name, *args], argv, cwd, project)
+
     async def _run_confined(
         self, name: str, args: list[str], argv: list[str], cwd: Path, project: Path | None
     ) -> dict[str, Any]:

@@ -4,6 +4,9 @@ confined to the job's workspace."""
 from __future__ import annotations
 
 import contextlib
+import json
+import re
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,10 +23,17 @@ from remora.protocol.completion import CompletionRequest
 from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
 from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
+from remora.tool_library.case_render import render_module
+from remora.tool_library.characterize import PROBE_SCRIPT, explore_calls
 from remora.tool_library.docstring_check import check_docstring
 from remora.tool_library.docstring_parse import parse_docstring
 from remora.tool_library.docstring_render import render_docstring
-from remora.tool_library.module_paths import locate_tests, module_of, project_of
+from remora.tool_library.module_paths import (
+    locate_tests,
+    module_of,
+    project_of,
+    python_sources,
+)
 from remora.tool_library.signatures import describe_schema, signature_schema
 from remora.tool_library.source_compare import compare_python
 from remora.tool_library.test_cases import parse_test_case
@@ -125,6 +135,104 @@ def host_functions(
     ) -> list[str]:
         return await calls.propose_calls(source, node.name, temperatures, max_tokens, complete)
 
+    async def explore(temperatures: list[float] | None = None) -> dict[str, Any]:
+        source = workspace.read_text(node.file)
+        module, import_root = module_of(node.file, file_exists)
+        project = project_of(node.file, file_exists)
+        sources = python_sources(project, node.name, workspace.list_dir, project_text)
+        sources.pop(node.file, None)
+
+        async def complete_text(
+            prompt: str, stop: list[str], max_tokens: int, temperature: float
+        ) -> str:
+            return await complete(prompt, stop, max_tokens, temperature)
+
+        return await explore_calls(
+            source=source,
+            target=node.qualified_name,
+            module=module,
+            import_root=import_root,
+            project_sources=sources,
+            probe=probe,
+            complete=complete_text if completion is not None else None,
+            temperatures=[0.0, 0.7, 1.0] if temperatures is None else temperatures,
+        )
+
+    def project_text(path: str) -> str:
+        # Call sites are read from the project on disk, not through the workspace: a file the
+        # job reads becomes a copy in every command's folder.
+        file = (workspace.root / path).resolve()
+        if not file.is_relative_to(workspace.root.resolve()) or file.stat().st_size > 500_000:
+            raise ValueError(f"{path}: not read for call sites")
+        return file.read_text(encoding="utf-8")
+
+    async def probe(request: dict[str, Any]) -> dict[str, Any]:
+        with workspace.command_directory() as directory:
+            script = directory / ".remora_call_probe.py"
+            shutil.copyfile(PROBE_SCRIPT, script)
+            (directory / ".remora_probe.json").write_text(json.dumps(request), encoding="utf-8")
+            args = [".remora_probe.json", ".remora_probe_result.json"]
+            try:
+                ran = await commands.run_host_script(
+                    script, args, directory, project=workspace.root
+                )
+            except SandboxFailed as exc:
+                fault(ErrorCode.SANDBOX_CRASHED, str(exc))
+                raise
+            answer = directory / ".remora_probe_result.json"
+            if ran["timed_out"]:
+                fault(
+                    ErrorCode.COMMAND_TIMEOUT,
+                    "the call probe took longer than "
+                    f"sandbox.commands.timeout_s={commands.settings.timeout_s}s",
+                )
+            if ran["timed_out"] or not answer.is_file():
+                tail = " | ".join(str(ran["stderr"]).strip().splitlines()[-3:])
+                raise ValueError(f"the calls could not be probed: {tail or 'no result'}")
+            result: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
+            return result
+
+    async def check_tests(path: str, text: str, args: list[str] | None = None) -> dict[str, Any]:
+        """pytest on `text` as the file `path`, in a throwaway copy of the project: which
+        tests passed and which failed (with pytest's line), nothing written."""
+        key = workspace.key(_path(path))
+        with workspace.command_directory() as directory:
+            file = directory / key
+            file.parent.mkdir(parents=True, exist_ok=True)
+            if file.is_symlink():
+                file.unlink()
+            file.write_text(text, encoding="utf-8")
+            argv = ["-m", "pytest", "-q", "-rA", "--tb=line", "-p", "no:cacheprovider"]
+            try:
+                ran = await commands.run(
+                    "python", [*argv, *(args or []), key], directory, project=workspace.root
+                )
+            except SandboxFailed as exc:
+                fault(ErrorCode.SANDBOX_CRASHED, str(exc))
+                raise
+        output = str(ran["stdout"])
+        passed = re.findall(r"^PASSED \S+::(\w+)", output, re.MULTILINE)
+        failed = [
+            {"name": name, "message": message or "failed"}
+            for name, message in re.findall(
+                r"^(?:FAILED|ERROR) \S+::(\w+)(?: - (.*))?$", output, re.MULTILINE
+            )
+        ]
+        tail = " | ".join([line for line in output.strip().splitlines() if line][-3:])
+        return {
+            "passed": passed,
+            "failed": failed,
+            "exit_code": ran["exit_code"],
+            "timed_out": ran["timed_out"],
+            "output_tail": tail[:600],
+        }
+
+    def test_file_text(
+        tests: list[dict[str, Any]], title: list[str], tests_folder: str, import_root: str
+    ) -> str:
+        module, _ = module_of(node.file, file_exists)
+        return render_module(title, module, tests_folder, import_root, tests)
+
     def docstring_finding(check: dict[str, Any]) -> dict[str, Any]:
         return findings.docstring_finding(check, node.qualified_name, node.type.value)
 
@@ -197,6 +305,9 @@ def host_functions(
         "describe_schema": describe_schema,
         "closing_call": calls.closing_call,
         "propose_calls": propose_calls,
+        "explore_calls": explore,
+        "check_tests": check_tests,
+        "test_file_text": test_file_text,
         "parse_test_case": parse_test_case,
         "ruff_finding": findings.ruff_finding,
         "docstring_finding": docstring_finding,

@@ -98,13 +98,36 @@ async def propose_calls(source: str, temperatures: list[float], max_tokens: int 
     temperature, by continuing `result = NAME(` in a test after `source` (the module's code).
     Drafts are proposals: check them before they count."""
 
+async def explore_calls(temperatures: list[float] | None = None) -> dict[str, Any]:
+    """The input generator of the test and sample_data agents for the node's function or
+    method (remora/tool_library/characterize.py): candidate calls from the project's call sites
+    and tests, doctest examples, the model's completions (one per temperature; default
+    [0.0, 0.7, 1.0]; [] asks no model) and the signature (types, compared literals and their
+    neighbours, instances of the module's classes); each checked by parse_test_case, run twice
+    in the OS sandbox under coverage; the few that cover the most branches kept. Returns tests
+    (rendered test functions: name, code, names to import, uses_pytest), samples (the arguments
+    of kept calls that returned, as JSON objects), dropped (reasons: state other tests see, not
+    repeating), state (the module or class state some call changed), tried, refused (by the
+    allow-list) and coverage (whether branch data was there)."""
+
+async def check_tests(path: str, text: str, args: list[str] | None = None) -> dict[str, Any]:
+    """pytest on `text` as the file `path` in a throwaway copy of the project (nothing is
+    written): passed (test names), failed ({name, message}), exit_code, timed_out, output_tail."""
+
+def test_file_text(
+    tests: list[dict[str, Any]], title: list[str], tests_folder: str, import_root: str
+) -> str:
+    """A test module for explore_calls' `tests`: the `title` lines (its docstring), imports,
+    the sys.path line for a file in `tests_folder` to import the module from `import_root`."""
+
 def closing_call(text: str) -> str | None:
     """`text` (what follows `name(` in a continued call) cut at the parenthesis that closes
     the call, brackets in string literals ignored; None when it never closes."""
 
 def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
     """`case` for the test agent: `f(...) == literal`, `f(...) raises NAME` or `f(...)` (an
-    optional leading `assert`), where `function` is a top-level function of the module `source`.
+    optional leading `assert`), where `function` is a top-level function of the module `source`,
+    or `Class(...).method(...)` where `function` is "Class.method" of a top-level class.
     Arguments may only be literals (numbers, strings, bytes, True/False/None, a sign on a
     number), lists, tuples, sets and dicts of them, keyword arguments and constructors of the
     module's top-level classes; the expected value a literal ast.literal_eval reads; NAME a

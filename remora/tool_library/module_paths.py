@@ -61,3 +61,43 @@ def parent(path: str) -> str:
 
 def joined(folder: str, child: str) -> str:
     return folder + "/" + child if folder else child
+
+
+SKIPPED_FOLDERS = frozenset(
+    {"__pycache__", "node_modules", "venv", "build", "dist", "site-packages"}
+)
+MAX_SOURCES = 400
+
+
+def python_sources(
+    folder: str,
+    word: str,
+    list_dir: Callable[[str], list[str]],
+    read: Callable[[str], str],
+) -> dict[str, str]:
+    """The Python files under `folder` (the project) that mention `word`, path: text, at most
+    MAX_SOURCES files looked at; hidden and virtual-environment folders are skipped."""
+    found: dict[str, str] = {}
+    pending = [folder]
+    looked = 0
+    while pending and looked < MAX_SOURCES:
+        current = pending.pop(0)
+        try:
+            entries = sorted(list_dir(current or "."))
+        except (OSError, ValueError):
+            continue
+        for entry in entries:
+            path = joined(current, entry)
+            if entry.startswith(".") or entry in SKIPPED_FOLDERS:
+                continue
+            if entry.endswith(".py"):
+                looked += 1
+                try:
+                    text = read(path)
+                except (OSError, ValueError, UnicodeDecodeError):
+                    continue
+                if word in text:
+                    found[path] = text
+            elif "." not in entry:
+                pending.append(path)
+    return found

@@ -67,7 +67,8 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
     kind: "equals", "approx" (the expected value is a float), "raises" or "call"; call and
     expected: the code to render for the checked tree (see `rendered`; expected: the
     exception's name for "raises", "" for "call"); names: the module's names the case uses,
-    `function` first; case: the whole case as rendered."""
+    `function` first (for a method, "Class.method", its class); case: the whole case as
+    rendered. A method's case calls it on a fresh instance: `Class(...).method(...)`."""
     for value in (case, function, source):
         if not isinstance(value, str):
             raise TypeError("parse_test_case: case, function and source must be str")
@@ -81,7 +82,10 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
     if len(text) > MAX_CASE_LENGTH:
         raise ValueError(f"longer than {MAX_CASE_LENGTH} characters")
     functions, classes = module_definitions(source)
-    if function not in functions:
+    owner, _, method = function.rpartition(".")
+    if owner and function not in functions:
+        raise ValueError(f"{function} is not a method of a class at the top level of the module")
+    if not owner and function not in functions:
         raise ValueError(f"{function} is not a function defined at the top level of the module")
 
     error = ""
@@ -103,9 +107,22 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
         if len(body.ops) != 1 or not isinstance(body.ops[0], ast.Eq):
             raise ValueError(f"compare the call with one '==': {function}(...) == expected")
         call, expected = body.left, body.comparators[0]
-    if not (isinstance(call, ast.Call) and is_name(call.func, function)):
+    if owner:
+        # A method is called on an instance built by the class's constructor, in one case.
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == method
+            and isinstance(call.func.value, ast.Call)
+            and is_name(call.func.value.func, owner)
+        ):
+            raise ValueError(f"the case must be one call {owner}(...).{method}(...)")
+        names = [owner]
+        check_arguments(call.func.value, classes, names)
+    elif not (isinstance(call, ast.Call) and is_name(call.func, function)):
         raise ValueError(f"the case must be one call of {function}(...)")
-    names = [function]
+    else:
+        names = [function]
     check_arguments(call, classes, names)
     call_text = rendered(call, text)
     # Belt and braces: what is rendered passes the compiler's checks too, not only the parser's.
@@ -144,14 +161,20 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=16)
 def module_definitions(source: str) -> tuple[frozenset[str], frozenset[str]]:
-    """The functions and classes defined at the top level of `source` (cached: one job checks
-    dozens of cases against the same module)."""
+    """The functions (and methods, as "Class.method") and the classes defined at the top level
+    of `source` (cached: one job checks dozens of cases against the same module)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         raise ValueError("the module is not valid Python") from None
     functions = frozenset(
         node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ) | frozenset(
+        f"{node.name}.{member.name}"
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        for member in node.body
+        if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef))
     )
     classes = frozenset(node.name for node in tree.body if isinstance(node, ast.ClassDef))
     return functions, classes

@@ -1,0 +1,160 @@
+"""Candidate calls of a function or method, for the test and sample_data agents.
+
+Where plausible inputs come from, most trusted first: calls of the target written by people
+(call sites in the project and its tests, doctest examples in its docstring), the model's
+completions, then values built per parameter: literals the body compares the parameter with
+and their neighbours (a boundary `percent > 100` gives 100 and 101), the module's other
+literals, the parameter's default, values of its annotated type, and instances of the module's
+own classes for parameters annotated with them or named after them (`stock` for `Stock`), built
+from their constructors' call sites and parameters. Each call is text that test_cases'
+allow-list reads; the probe (call_probe.py) runs them and the selection keeps the few that
+matter. Everything here is the syntax tree (ast): deterministic, no model, no execution.
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from remora.tool_library.parameter_values import (
+    InstanceFactory,
+    Parameter,
+    arguments_text,
+    call_arguments,
+    call_sites,
+    fill_pools,
+    is_value,
+    keyword_values,
+    parameters_of,
+)
+
+MAX_CANDIDATES = 40
+"""Calls probed per target: each costs a forked child in two probe runs."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One call: `arguments` is the text between the call's parentheses; `instance` the
+    constructor call a method is called on (None for a function)."""
+
+    arguments: str
+    instance: str | None
+    origin: str
+
+    def case(self, target: str) -> str:
+        """The call as test_cases.parse_test_case reads it."""
+        if self.instance is None:
+            return f"{target}({self.arguments})"
+        return f"{self.instance}.{target.rpartition('.')[2]}({self.arguments})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"arguments": self.arguments, "instance": self.instance, "origin": self.origin}
+
+
+def candidate_calls(
+    source: str,
+    target: str,
+    project_sources: Mapping[str, str] | None = None,
+    proposals: Sequence[str] = (),
+    constructors: Sequence[str] = (),
+) -> list[Candidate]:
+    """Up to MAX_CANDIDATES distinct calls of `target` ("f" or "Class.method") of the module
+    `source`. `project_sources` (path: text) are searched for call sites; `proposals` are the
+    model's completions (what follows `target(` or `.method(`, closed) and `constructors` its
+    completions of the class's constructor, for a method."""
+    project_sources = project_sources or {}
+    tree = ast.parse(source)
+    owner, _, name = target.rpartition(".")
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    definition = find_definition(tree, owner, name)
+    if definition is None:
+        raise ValueError(f"{target} is not defined at the top level of the module")
+    parameters = parameters_of(definition, method=bool(owner))
+    factory = InstanceFactory(classes, project_sources, constructors)
+    instances: list[str | None] = [None]
+    if owner:
+        instances = list(factory.instances(owner)) or [f"{owner}()"]
+    found: list[Candidate] = []
+
+    def add(arguments: str, origin: str, instance: str | None = None) -> None:
+        candidate = Candidate(arguments, instance, origin)
+        if candidate not in found and len(found) < MAX_CANDIDATES:
+            found.append(candidate)
+
+    for arguments in call_sites(name, bool(owner), project_sources):
+        add(arguments, "call site", instances[0])
+    for arguments in doctest_calls(definition, name, bool(owner)):
+        add(arguments, "doctest", instances[0])
+    for arguments in proposals:
+        add(arguments, "model", instances[0])
+    fill_pools(parameters, definition, tree, classes, factory)
+    for arguments, origin in combinations(parameters):
+        for instance in instances[:3]:
+            add(arguments, origin, instance)
+    return found
+
+
+def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef | None:
+    body: Iterable[ast.stmt] = tree.body
+    if owner:
+        body = next(
+            (
+                node.body
+                for node in tree.body
+                if isinstance(node, ast.ClassDef) and node.name == owner
+            ),
+            [],
+        )
+    return next(
+        (node for node in body if isinstance(node, ast.FunctionDef) and node.name == name), None
+    )
+
+
+def doctest_calls(definition: ast.FunctionDef, name: str, method: bool) -> list[str]:
+    """The arguments of `>>> name(...)` examples in the docstring."""
+    docstring = ast.get_docstring(definition) or ""
+    found: list[str] = []
+    try:
+        examples = doctest.DocTestParser().get_examples(docstring)
+    except ValueError:
+        return found
+    for example in examples:
+        try:
+            node = ast.parse(example.source.strip(), mode="eval").body
+        except SyntaxError:
+            continue
+        if isinstance(node, ast.Compare):
+            node = node.left
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        named = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        plain = all(is_value(arg) for arg in [*node.args, *keyword_values(node)])
+        if named == name and (method or isinstance(func, ast.Name)) and plain:
+            found.append(arguments_text(node))
+    return found
+
+
+def combinations(parameters: list[Parameter]) -> list[tuple[str, str]]:
+    """A base call (each required parameter's first value, distinct values for parameters of
+    one type so that `f(1, 1, 1)` is not the base; defaults left to the signature) and, for
+    each parameter, the base with one of its other values: the one-at-a-time variations that
+    tell which parameter a behaviour depends on."""
+    required = [p for p in parameters if p.default is None]
+    if any(not p.pool for p in required):
+        return []
+    base: dict[str, str] = {}
+    for parameter in required:
+        used = set(base.values())
+        base[parameter.name] = next((v for v in parameter.pool if v not in used), parameter.pool[0])
+    calls = [(", ".join(call_arguments(parameters, base)), "types")]
+    for parameter in parameters:
+        for value in parameter.pool:
+            if value != base.get(parameter.name, parameter.default):
+                chosen = base | {parameter.name: value}
+                origin = "boundary" if value in parameter.boundaries else "values"
+                calls.append((", ".join(call_arguments(parameters, chosen)), origin))
+    return list(dict.fromkeys(calls))

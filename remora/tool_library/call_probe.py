@@ -1,0 +1,322 @@
+"""The call probe: runs candidate calls of one function or method and says what each did.
+
+This file is not imported by Remora: `explore_calls` (tool_library/characterize.py) copies it
+into a command's throwaway folder and runs it with the project's Python inside the OS sandbox,
+`python call_probe.py REQUEST RESULT`. So it uses the standard library only, plus coverage.py
+when the project's Python has it (branch arcs; without it the selection falls back to distinct
+outcomes), and it must run on any Python 3 that runs the project.
+
+Each call runs in a forked child of a process that has imported the module, so no call sees
+what an earlier one changed and a call that hangs or kills its process is only that call's
+outcome. The child records: what the call returned (its repr, and whether that repr reads back
+as an equal literal) or raised (type, message, the line of the module it was raised from and
+whether that line is a `raise` statement), the branch arcs it covered within the target's lines,
+the module- and class-level state it changed (attributes, and mutable defaults of functions),
+the arguments it mutated, and for methods the instance's public attributes afterwards. The
+calls' text was checked by the host's allow-list (test_cases.parse_test_case: literals and
+constructors of the module's classes) before it got here.
+"""
+
+import ast
+import importlib
+import inspect
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+CALL_SECONDS = 2
+"""How long one call may run before it counts as hanging (not pinned)."""
+REPR_LIMIT = 2000
+
+
+class CallTimeout(BaseException):
+    """Raised in the child by SIGALRM: BaseException, so the call's own handlers miss it."""
+
+
+def main(request_path, result_path):
+    with open(request_path, encoding="utf-8") as handle:
+        request = json.load(handle)
+    sys.path.insert(0, os.path.abspath(request["import_root"] or "."))
+    module = importlib.import_module(request["module"])
+    path = os.path.realpath(module.__file__)
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    try:
+        import coverage  # noqa: F401 (only whether it is there)
+
+        has_coverage = True
+    except ImportError:
+        has_coverage = False
+    results = [
+        in_child(module, path, lines, request, call, has_coverage) for call in request["calls"]
+    ]
+    with open(result_path, "w", encoding="utf-8") as handle:
+        json.dump({"coverage": has_coverage, "results": results}, handle)
+
+
+def in_child(module, path, lines, request, call, has_coverage):
+    """One call in a forked child; its observation, or what became of the child."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: observe, report through the pipe, never return
+        os.close(read_end)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        try:
+            seen = observe(module, path, lines, request, call, has_coverage)
+        except BaseException as error:  # anything is the call's outcome
+            seen = {"outcome": "crashed", "problem": type(error).__name__}
+        data = json.dumps(seen, default=str).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_end, view) :]
+        os._exit(0)
+    os.close(write_end)
+    chunks = []
+    deadline = time.monotonic() + CALL_SECONDS + 3
+    while True:
+        left = deadline - time.monotonic()
+        ready = select.select([read_end], [], [], max(left, 0))[0] if left > 0 else []
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            break
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    try:
+        return json.loads(b"".join(chunks).decode())
+    except ValueError:
+        return {"outcome": "crashed", "problem": "the call ended its process"}
+
+
+def observe(module, path, lines, request, call, has_coverage):
+    namespace = {"__builtins__": {}}
+    namespace.update(
+        {name: value for name, value in vars(module).items() if inspect.isclass(value)}
+    )
+    before = state(module)
+    instance = None
+    if call.get("instance"):
+        try:
+            instance = eval(call["instance"], namespace)  # allow-listed literals only
+        except Exception as error:
+            return {"outcome": "setup_failed", "exception": type(error).__name__}
+        function = getattr(instance, request["method"])
+    else:
+        function = getattr(module, request["function"])
+    namespace["_split"] = lambda *args, **kwargs: (args, kwargs)
+    args, kwargs = eval("_split(" + call["arguments"] + ")", namespace)
+    arguments = {}
+    sample = None
+    try:
+        signature = inspect.signature(function)
+        bound = signature.bind(*args, **kwargs)
+        arguments = dict(bound.arguments)
+        sample = as_sample(arguments, signature)
+    except (TypeError, ValueError):
+        pass
+    files = files_state()
+    mutable = {
+        name: (value, safe_repr(value))
+        for name, value in arguments.items()
+        if isinstance(value, (list, dict, set, bytearray))
+    }
+    tracer = None
+    if has_coverage:
+        import coverage
+
+        tracer = coverage.Coverage(branch=True, data_file=None, include=[path], config_file=False)
+    signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(CALL_SECONDS)
+    seen = {}
+    try:
+        if tracer is not None:
+            tracer.start()
+        try:
+            value = function(*args, **kwargs)
+        finally:
+            if tracer is not None:
+                tracer.stop()
+        seen = {"outcome": "returned"} | described(value, module)
+    except CallTimeout:
+        return {"outcome": "timeout"}
+    except Exception as error:
+        seen = {
+            "outcome": "raised",
+            "exception": type(error).__name__,
+            "exception_module": type(error).__module__,
+            "exception_bases": [
+                base.__name__ for base in type(error).__mro__ if base.__module__ == "builtins"
+            ],
+            "message": str(error)[:300],
+        }
+        site = None
+        for frame, line in traceback_lines(error.__traceback__):
+            if os.path.realpath(frame) == path:
+                site = line
+        seen["site"] = site
+        text = lines[site - 1].strip() if site and site <= len(lines) else ""
+        seen["site_is_raise"] = text.startswith("raise")
+    finally:
+        signal.alarm(0)
+    if tracer is not None:
+        first, last = request["lines"]
+        arcs = tracer.get_data().arcs(path) or []
+        seen["arcs"] = sorted(
+            [a, b] for a, b in arcs if first <= abs(a) <= last or first <= abs(b) <= last
+        )
+    seen["files_changed"] = sorted(
+        name for name, stamp in files_state().items() if files.get(name) != stamp
+    ) + sorted(name for name in files if name not in files_state())
+    seen["state_changed"] = sorted(
+        key for key, text in state(module).items() if before.get(key) != text
+    )
+    seen["mutated"] = {
+        name: literal(value) for name, (value, text) in mutable.items() if safe_repr(value) != text
+    }
+    if instance is not None:
+        seen["instance"] = public_state(instance)
+    seen["sample"] = sample
+    return seen
+
+
+def alarm(signum, frame):
+    raise CallTimeout()
+
+
+def traceback_lines(tb):
+    while tb is not None:
+        yield tb.tb_frame.f_code.co_filename, tb.tb_lineno
+        tb = tb.tb_next
+
+
+def described(value, module):
+    """A returned value: its repr if that reads back equal, else its type, and for an object
+    of the module's own classes its public state."""
+    seen = {"type": type(value).__name__, "value": literal(value)}
+    if seen["value"] is None and type(value).__module__ == module.__name__:
+        seen["attributes"] = public_state(value)
+    return seen
+
+
+def literal(value):
+    """repr(value) when it reads back as an equal value of the same type (a literal a test can
+    hold), else None."""
+    text = safe_repr(value)
+    try:
+        again = ast.literal_eval(text)
+    except Exception:
+        return None
+    try:
+        same = type(again) is type(value) and again == value
+    except Exception:
+        same = False
+    return text if same and len(text) <= 300 else None
+
+
+def public_state(instance):
+    """The instance's public attributes whose values read back as literals."""
+    try:
+        items = sorted(vars(instance).items())
+    except TypeError:
+        return {}
+    found = {}
+    for name, value in items:
+        if not name.startswith("_"):
+            text = literal(value)
+            if text is not None:
+                found[name] = text
+    return found
+
+
+def state(module):
+    """What other tests could see change: the module's data attributes, its classes' data
+    attributes and the defaults of its functions and methods (a mutable default is state)."""
+    found = {}
+    for name, value in list(vars(module).items()):
+        if name.startswith("__") or inspect.ismodule(value):
+            continue
+        if inspect.isclass(value):
+            if value.__module__ != module.__name__:
+                continue
+            for attribute, member in list(vars(value).items()):
+                if attribute.startswith("__") and attribute != "__init__":
+                    continue
+                function = getattr(member, "__func__", member)
+                if inspect.isfunction(function):
+                    found[name + "." + attribute + "()"] = defaults(function)
+                elif not isinstance(member, property) and not callable(member):
+                    found[name + "." + attribute] = safe_repr(member)
+        elif inspect.isfunction(value):
+            found[name + "()"] = defaults(value)
+        elif not callable(value):
+            found[name] = safe_repr(value)
+    return found
+
+
+def defaults(function):
+    return safe_repr((function.__defaults__, function.__kwdefaults__))
+
+
+def safe_repr(value):
+    try:
+        return repr(value)[:REPR_LIMIT]
+    except Exception as error:
+        return "<repr failed: " + type(error).__name__ + ">"
+
+
+def as_sample(arguments, signature):
+    """The bound arguments as a JSON object, as a fixture holds them: tuples and sets as lists,
+    `*args` as a list, `**kwargs` merged at the top level; None when a value has no JSON form."""
+    sample = {}
+    for name, value in arguments.items():
+        kind = signature.parameters[name].kind
+        if kind == inspect.Parameter.VAR_KEYWORD:
+            sample.update(value)
+        else:
+            sample[name] = value
+    try:
+        text = json.dumps(sample, default=listed)
+    except (TypeError, ValueError):
+        return None
+    return json.loads(text)
+
+
+def listed(value):
+    if isinstance(value, (tuple, set, frozenset)):
+        return sorted(value, key=repr) if isinstance(value, (set, frozenset)) else list(value)
+    raise TypeError(type(value).__name__)
+
+
+SKIPPED_NAMES = (".remora_probe.json", ".remora_probe_result.json", ".remora_call_probe.py")
+
+
+def files_state():
+    """Every file under the working folder (the project's copy for this command) with its size
+    and modification time: a call that writes or deletes one would do it to the user's project
+    when the test runs there. Symbolic links (the rest of the project, read-only) are not
+    followed."""
+    found = {}
+    for folder, folders, names in os.walk("."):
+        folders[:] = [name for name in folders if name != "__pycache__"]
+        for name in names:
+            if name in SKIPPED_NAMES:
+                continue
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            found[path[2:]] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

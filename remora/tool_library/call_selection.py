@@ -1,0 +1,219 @@
+"""Which probed calls become test cases: the few that cover the most of the target's branches.
+
+The probe (call_probe.py) ran every candidate twice, in two processes. A call is kept only if
+both runs saw the same thing, it changed no module- or class-level state (other tests would see
+it), and what it did can be asserted: a literal return value, the public state of a returned
+object of the module's classes, an argument it mutated, the instance's state after a method
+call, or an exception worth pinning. `TypeError`, `AttributeError` and their like are pinned
+only where the module raises them itself (`raise TypeError(...)`): raised from inside an
+expression they say the argument contradicts its use, which is the candidate's fault, not the
+function's behaviour. Environment errors (`OSError` and its subclasses) likewise.
+
+Among the kept calls a greedy cover picks, while a call adds branch arcs no earlier pick
+covered: calls that return before calls that raise, at most one per raise site, calls people
+wrote (call sites, doctests) and the model proposed before values built from types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MAX_CASES = 8
+"""Cases per target: enough for its branches; more is noise a reviewer deletes."""
+CONTRADICTION_ERRORS = frozenset(
+    {"TypeError", "AttributeError", "NameError", "UnboundLocalError", "RecursionError"}
+)
+"""Raised by an expression (not a `raise` of the module), these say the arguments contradict
+the parameters' use: never pinned."""
+ENVIRONMENT_ERRORS = frozenset({"OSError", "MemoryError", "SystemError"})
+"""Bases of exceptions that depend on the machine (files, memory), not only on the call."""
+ORIGIN_RANK = {"call site": 0, "doctest": 0, "model": 1, "boundary": 2, "types": 2, "values": 3}
+OTHER_VALUES = 2
+"""Returns of further values (same branches, other results) kept at most."""
+BOUNDARY_CASES = 3
+"""Calls on a compared literal or beside it that return, added after the branch cover: the
+same branches, but they tell `<` from `<=` and 100 from 101."""
+
+
+def select_calls(
+    candidates: Sequence[Mapping[str, Any]],
+    runs: Sequence[Sequence[Mapping[str, Any]]],
+    module_classes: Sequence[str],
+    module_name: str,
+    target: str = "",
+) -> dict[str, Any]:
+    """{"chosen": [{"candidate", "seen"}...], "dropped": [reason...], "state": [names], "tried"}
+    for `candidates` and the probe's observations of them in each of `runs` (same order)."""
+    usable: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    dropped: list[str] = []
+    state: list[str] = []
+    for index, candidate in enumerate(candidates):
+        seen = [run[index] for run in runs]
+        first = seen[0]
+        if any(stable(other) != stable(first) for other in seen[1:]):
+            dropped.append(f"{call_text(candidate, target)}: behaves differently from run to run")
+            continue
+        if first.get("files_changed"):
+            changed = [str(name) for name in first["files_changed"]][:3]
+            dropped.append(f"{call_text(candidate, target)}: writes files ({', '.join(changed)})")
+            continue
+        if first.get("state_changed"):
+            changed = [str(name) for name in first["state_changed"]]
+            state += [name for name in changed if name not in state]
+            names = ", ".join(changed)
+            dropped.append(
+                f"{call_text(candidate, target)}: changes state other tests see ({names})"
+            )
+            continue
+        if assertable(first, module_classes, module_name):
+            usable.append((candidate, first))
+    chosen = cover(usable)
+    return {
+        "chosen": [{"candidate": dict(c), "seen": dict(s)} for c, s in chosen],
+        "dropped": dropped,
+        "state": state,
+        "tried": len(candidates),
+    }
+
+
+def stable(seen: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What must repeat for a call to be pinned."""
+    keys = ("outcome", "value", "exception", "message", "site", "arcs", "mutated", "instance")
+    return (*(repr(seen.get(key)) for key in keys), repr(seen.get("attributes")))
+
+
+def assertable(seen: Mapping[str, Any], module_classes: Sequence[str], module_name: str) -> bool:
+    if seen.get("outcome") == "returned":
+        return bool(
+            seen.get("value") is not None
+            or seen.get("attributes")
+            or seen.get("mutated")
+            or seen.get("instance")
+        )
+    if seen.get("outcome") != "raised":
+        return False  # a timeout, a crash, a constructor that failed
+    name = str(seen.get("exception"))
+    bases = set(seen.get("exception_bases") or [])
+    explicit = bool(seen.get("site_is_raise"))
+    if (name in CONTRADICTION_ERRORS or bases & ENVIRONMENT_ERRORS) and not explicit:
+        return False
+    return bool(bases) or (seen.get("exception_module") == module_name and name in module_classes)
+
+
+def cover(
+    usable: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """The greedy branch cover (or, without coverage data, one call per distinct outcome)."""
+    with_arcs = all(seen.get("arcs") is not None for _, seen in usable)
+    chosen: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    covered: set[tuple[int, int]] = set()
+    outcomes: set[str] = set()
+    sites: set[str] = set()
+    left = list(usable)
+    while left and len(chosen) < MAX_CASES:
+        best = max(left, key=lambda item: gain(item, covered, outcomes, with_arcs))
+        left.remove(best)
+        if gain(best, covered, outcomes, with_arcs)[0] == 0:
+            break
+        seen = best[1]
+        site = f"{seen.get('exception')}@{seen.get('site')}"
+        if seen.get("outcome") == "raised":
+            if site in sites:
+                continue
+            sites.add(site)
+        chosen.append(best)
+        covered |= {(a, b) for a, b in seen.get("arcs") or []}
+        outcomes.add(outcome_key(seen))
+    # Then what the branch cover cannot tell apart: another raise site on a covered line (a
+    # conversion that fails), returns on a boundary, and returns of other values (the same
+    # branches computing something else: what tells `+` from `-`).
+    for item in usable:
+        site = f"{item[1].get('exception')}@{item[1].get('site')}"
+        if item[1].get("outcome") == "raised" and site not in sites and len(chosen) < MAX_CASES:
+            sites.add(site)
+            chosen.append(item)
+    edges = [
+        item
+        for item in usable
+        if item not in chosen
+        and item[0].get("origin") == "boundary"
+        and item[1].get("outcome") == "returned"
+    ]
+    chosen += edges[: max(0, min(BOUNDARY_CASES, MAX_CASES - len(chosen)))]
+    values = {str(seen.get("value")) for _, seen in chosen}
+    reference = next((split_arguments(str(c.get("arguments"))) for c, _ in chosen), [])
+    varied: set[int] = set()
+    added = 0
+    for item in usable:
+        value = str(item[1].get("value"))
+        parts = split_arguments(str(item[0].get("arguments")))
+        differing = {
+            i for i, part in enumerate(parts) if i >= len(reference) or part != reference[i]
+        }
+        if len(chosen) >= MAX_CASES or added >= OTHER_VALUES:
+            break
+        fresh = value != "None" and value not in values and not differing & varied
+        if item[1].get("outcome") == "returned" and fresh and len(differing) == 1:
+            values.add(value)
+            varied |= differing
+            chosen.append(item)
+            added += 1
+    return chosen
+
+
+def gain(
+    item: tuple[Mapping[str, Any], Mapping[str, Any]],
+    covered: set[tuple[int, int]],
+    outcomes: set[str],
+    with_arcs: bool,
+) -> tuple[int, ...]:
+    """How much a call adds, then the tie-breakers: returning before raising, written by people
+    or the model before built from types, more distinct arguments, shorter."""
+    candidate, seen = item
+    arcs = {(a, b) for a, b in seen.get("arcs") or []}
+    new = len(arcs - covered) if with_arcs else int(outcome_key(seen) not in outcomes)
+    returned = int(seen.get("outcome") == "returned")
+    rank = ORIGIN_RANK.get(str(candidate.get("origin")), 2)
+    spread = len(set(split_arguments(str(candidate.get("arguments", "")))))
+    return (new, returned, -rank, spread, -len(call_text(candidate)))
+
+
+def outcome_key(seen: Mapping[str, Any]) -> str:
+    if seen.get("outcome") == "raised":
+        return f"raised {seen.get('exception')} at {seen.get('site')}"
+    return f"returned {seen.get('type')} {seen.get('value') if seen.get('type') == 'bool' else ''}"
+
+
+def call_text(candidate: Mapping[str, Any], target: str = "") -> str:
+    """The call as a test would write it: `f(1, 2)`, `Stock({}).add('a', 1)`."""
+    instance = candidate.get("instance")
+    name = target.rpartition(".")[2]
+    prefix = f"{instance}.{name}" if instance else name
+    return f"{prefix}({candidate.get('arguments', '')})"
+
+
+def split_arguments(text: str) -> list[str]:
+    """The top-level comma-separated parts of an argument list (for telling `f(1, 1, 1)` from
+    `f(1, 2, 3)`; quotes and brackets respected)."""
+    parts: list[str] = []
+    depth = 0
+    quote = ""
+    current = ""
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+            continue
+        current += char
+    if current.strip():
+        parts.append(current.strip())
+    return parts

@@ -1,0 +1,255 @@
+"""Chosen calls (call_selection.py) as a pytest module a reviewer would keep.
+
+One test per behaviour, named for what its inputs say (`test_apply_discount_percent_101_raises_
+value_error`, not `test_apply_discount_5`). A test asserts the return value (floats with
+`pytest.approx`), or the exception with its message (`pytest.raises(ValueError, match=...)`,
+escaped) where the message is deterministic, and what the call left behind: the arguments it
+mutated, a method's instance state, a returned object's public state. Every value is a literal
+the probe saw read back equal; every call is text the allow-list (test_cases.py) accepted.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MAX_STATE_ASSERTS = 4
+"""Attributes asserted after a call: the ones that show the behaviour, not a dump."""
+ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+
+
+def render_tests(
+    target: str,
+    chosen: Sequence[Mapping[str, Any]],
+    parameters: Sequence[str],
+    module_name: str,
+) -> list[dict[str, Any]]:
+    """{name, code, names (what the module must import), uses_pytest} per chosen call.
+    `parameters`: the target's parameter names in order (without self); `module_name`: the
+    dotted name the probe imported (its own exceptions are imported from it)."""
+    owner, _, method = target.rpartition(".")
+    base_name = "test_" + snake(f"{owner}_{method}" if owner else method)
+    reference = next(
+        (item["candidate"] for item in chosen if item["seen"].get("outcome") == "returned"),
+        chosen[0]["candidate"] if chosen else {},
+    )
+    tests: list[dict[str, Any]] = []
+    used: set[str] = set()
+    for item in chosen:
+        candidate, seen = item["candidate"], item["seen"]
+        name = base_name + describe(candidate, reference, parameters, seen)
+        number = 2
+        while name in used:
+            name = f"{base_name}{describe(candidate, reference, parameters, seen)}_{number}"
+            number += 1
+        used.add(name)
+        tests.append(render_one(name, owner, method, candidate, seen, parameters, module_name))
+    return tests
+
+
+def render_one(
+    name: str,
+    owner: str,
+    method: str,
+    candidate: Mapping[str, Any],
+    seen: Mapping[str, Any],
+    parameters: Sequence[str],
+    module_name: str,
+) -> dict[str, Any]:
+    lines = [f"def {name}():"]
+    names: list[str] = []
+    uses_pytest = False
+    call_node = ast.parse(f"_({candidate['arguments']})", mode="eval").body
+    assert isinstance(call_node, ast.Call)
+    mutated: Mapping[str, str | None] = seen.get("mutated") or {}
+    arguments = []
+    for position, argument in enumerate(call_node.args):
+        parameter = parameters[position] if position < len(parameters) else ""
+        if parameter in mutated and mutated[parameter] is not None:
+            lines.append(f"    {parameter} = {ast.unparse(argument)}")
+            arguments.append(parameter)
+        else:
+            arguments.append(source_of(candidate["arguments"], argument))
+    for keyword in call_node.keywords:
+        if keyword.arg is not None and mutated.get(keyword.arg) is not None:
+            lines.append(f"    {keyword.arg} = {ast.unparse(keyword.value)}")
+            arguments.append(f"{keyword.arg}={keyword.arg}")
+        else:
+            arguments.append(f"{keyword.arg}={source_of(candidate['arguments'], keyword.value)}")
+    if owner:
+        variable = snake(owner)
+        lines.append(f"    {variable} = {candidate['instance']}")
+        call = f"{variable}.{method}({', '.join(arguments)})"
+    else:
+        call = f"{method}({', '.join(arguments)})"
+    if seen.get("outcome") == "raised":
+        uses_pytest = True
+        exception = str(seen["exception"])
+        if seen.get("exception_module") == module_name:
+            names.append(exception)
+        elif seen.get("exception_module") != "builtins":  # pinned as its nearest built-in base
+            exception = str((seen.get("exception_bases") or ["Exception"])[0])
+        message = str(seen.get("message") or "")
+        match = ""
+        if message and len(message) <= 120 and not ADDRESS.search(message):
+            match = f", match={pattern_literal(message)}"
+        lines.append(f"    with pytest.raises({exception}{match}):")
+        lines.append(f"        {call}")
+    else:
+        value = seen.get("value")
+        if value is not None and seen.get("type") == "float":
+            uses_pytest = True
+            lines.append(f"    assert {call} == pytest.approx({value})")
+        elif value == "None" and (seen.get("mutated") or seen.get("instance")):
+            lines.append(f"    assert {call} is None")
+        elif value is not None:
+            lines.append(f"    assert {call} == {value}")
+        else:
+            lines.append(f"    result = {call}")
+            if seen.get("attributes") is not None:
+                lines.append(f"    assert type(result).__name__ == {seen.get('type')!r}")
+                for attribute, text in list(seen["attributes"].items())[:MAX_STATE_ASSERTS]:
+                    lines.append(f"    assert result.{attribute} == {text}")
+        for parameter, text in mutated.items():
+            if text is not None:
+                lines.append(f"    assert {parameter} == {text}")
+        if owner:
+            for attribute, text in list((seen.get("instance") or {}).items())[:MAX_STATE_ASSERTS]:
+                lines.append(f"    assert {snake(owner)}.{attribute} == {text}")
+    names = [owner or method, *class_names(str(candidate.get("instance") or "")), *names]
+    names += class_names(str(candidate["arguments"]))
+    return {
+        "name": name,
+        "code": "\n".join(lines) + "\n",
+        "names": list(dict.fromkeys(names)),
+        "uses_pytest": uses_pytest,
+    }
+
+
+def pattern_literal(message: str) -> str:
+    """A string literal of a regular expression matching `message` literally, escaping only
+    what regular expressions give a meaning (re.escape also escapes spaces and dashes, which
+    makes the message unreadable); raw when it needs a backslash and can be one."""
+    pattern = re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", message)
+    raw = "\\" in pattern and "'" not in pattern and not pattern.endswith("\\")
+    if raw and pattern.isprintable():
+        return f"r'{pattern}'"
+    return repr(pattern)
+
+
+def class_names(text: str) -> list[str]:
+    """The constructors a call text uses (capitalized names called)."""
+    return re.findall(r"\b([A-Z]\w*)\(", text)
+
+
+def source_of(text: str, node: ast.expr) -> str:
+    """The node's own text in the candidate (the proposer's quoting), else unparsed."""
+    segment = ast.get_source_segment(f"_({text})", node)
+    return segment if segment is not None else ast.unparse(node)
+
+
+def describe(
+    candidate: Mapping[str, Any],
+    reference: Mapping[str, Any],
+    parameters: Sequence[str],
+    seen: Mapping[str, Any],
+) -> str:
+    """The name's tail: which argument differs from the reference call and how, and what the
+    call did when it raised."""
+    tail = ""
+    if candidate is not reference:
+        mine = named_arguments(str(candidate.get("arguments", "")), parameters)
+        theirs = named_arguments(str(reference.get("arguments", "")), parameters)
+        differing = [key for key in mine if mine.get(key) != theirs.get(key)]
+        if len(differing) == 1:
+            tail = f"_{differing[0]}_{value_word(mine[differing[0]])}"
+        elif candidate.get("instance") != reference.get("instance"):
+            tail = "_other_instance"
+        elif differing:
+            tail = "_" + "_".join(differing[:2])
+    if seen.get("outcome") == "raised":
+        tail += "_raises_" + snake(str(seen.get("exception")))
+    return tail
+
+
+def named_arguments(text: str, parameters: Sequence[str]) -> dict[str, str]:
+    try:
+        node = ast.parse(f"_({text})", mode="eval").body
+    except SyntaxError:
+        return {}
+    assert isinstance(node, ast.Call)
+    found = {
+        (parameters[i] if i < len(parameters) else f"arg{i}"): ast.unparse(arg)
+        for i, arg in enumerate(node.args)
+    }
+    found |= {str(k.arg): ast.unparse(k.value) for k in node.keywords}
+    return found
+
+
+def value_word(text: str) -> str:
+    """A value as a word for a test name: 101, minus_2, 2_5, empty, none, true, abc."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError):
+        match = re.match(r"([A-Z]\w*)\(", text)
+        return snake(match.group(1)) if match else "object"
+    if value is None or isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        word = str(value).replace("-", "minus_").replace(".", "_")
+        return word.replace("+", "")
+    if isinstance(value, str | bytes | list | tuple | dict | set) and not value:
+        return "empty"
+    if isinstance(value, str):
+        word = re.sub(r"[^a-z0-9]+", "_", value.lower()).strip("_")[:16]
+        return word or "text"
+    return type(value).__name__
+
+
+def snake(name: str) -> str:
+    """CamelCase and dotted names as snake_case."""
+    name = name.replace(".", "_")
+    name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    return re.sub(r"_+", "_", name).lower().strip("_")
+
+
+def render_module(
+    header_lines: Sequence[str],
+    module: str,
+    tests_folder: str,
+    import_root: str,
+    tests: Sequence[Mapping[str, Any]],
+) -> str:
+    """The whole test file: the docstring lines, imports, the sys.path line that lets the tests
+    import the module (from `import_root`) without installing it, and the tests."""
+    names: list[str] = []
+    for test in tests:
+        names += [name for name in test["names"] if name not in names]
+    lines = [*header_lines, "import pathlib", "import sys", ""]
+    if any(test["uses_pytest"] for test in tests):
+        lines += ["import pytest", ""]
+    top = module.split(".")[0]
+    lines.append(f"# The folder holding `{top}`, so the tests import it without installing it.")
+    lines.append(f"sys.path.insert(0, str({root_expression(tests_folder, import_root)}))")
+    lines.append("")
+    lines.append(f"from {module} import {', '.join(names)}  # noqa: E402")
+    text = "\n".join(lines) + "\n"
+    for test in tests:
+        text += "\n\n" + test["code"]
+    return text
+
+
+def root_expression(from_folder: str, to_folder: str) -> str:
+    """Python code for `to_folder`, computed at run time from a file in `from_folder` (both
+    relative to the project root)."""
+    start = [part for part in from_folder.split("/") if part]
+    end = [part for part in to_folder.split("/") if part]
+    common = 0
+    while common < len(start) and common < len(end) and start[common] == end[common]:
+        common += 1
+    code = f"pathlib.Path(__file__).resolve().parents[{len(start) - common}]"
+    for part in end[common:]:
+        code += f" / {part!r}"
+    return code

@@ -1,0 +1,383 @@
+"""Values for a function's parameters, from its code alone: the syntax tree (ast), no model.
+
+A parameter's pool, most telling first: quoted examples in the docstring for text, a value of
+its annotated type (or of its default's type, or of what its use in the body or its name
+suggests: `.upper()` makes it text, `+ count` a number), the literals the body compares it with
+and their neighbours (`percent > 100` gives 101, 100 and 99), the module's other literals of
+its type, its default. Parameters annotated with one of the module's classes, or named after one
+(`stock` for `Stock`), get instances: constructor calls found in the project, built from the
+constructor's own parameters, or proposed by the model. Call sites are calls people wrote.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+POOL_SIZE = 7
+"""Values tried per parameter in one-at-a-time variations."""
+
+TYPE_VALUES: dict[str, list[str]] = {
+    "int": ["3", "10", "0", "-2", "1"],
+    "float": ["2.5", "10.0", "0.0", "-1.5"],
+    "complex": ["1j"],
+    "str": ["'abc'", "'Hello world'", "''", "'a-b_c 1'"],
+    "bytes": ["b'abc'", "b''"],
+    "bool": ["True", "False"],
+    "list": ["[1, 2, 3]", "[]", "['a', 'b']"],
+    "tuple": ["(1, 2)", "()"],
+    "set": ["{1, 2}", "set()"],
+    "dict": ["{'a': 1, 'b': 2}", "{}"],
+    "none": ["None"],
+}
+"""Values by the annotation's outer type (after `Optional`, `Sequence` ... are read as their
+plain container)."""
+UNTYPED = ["3", "'abc'", "[1, 2]", "0", "None", "{'a': 1}"]
+"""Values for a parameter with neither annotation nor default."""
+ALIASES = {
+    "sequence": "list",
+    "iterable": "list",
+    "collection": "list",
+    "mutablesequence": "list",
+    "frozenset": "set",
+    "mapping": "dict",
+    "mutablemapping": "dict",
+    "ordereddict": "dict",
+    "defaultdict": "dict",
+    "none": "none",
+    "any": "",
+    "object": "",
+}
+
+
+@dataclass
+class Parameter:
+    name: str
+    annotation: str
+    default: str | None
+    keyword_only: bool
+    used_as: str = ""
+    """For a parameter without annotation or default: the type its use in the body suggests."""
+    pool: list[str] = field(default_factory=list)
+    boundaries: list[str] = field(default_factory=list)
+    """The pool's values that sit on or beside a literal the body compares the parameter with."""
+
+
+def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
+    """The parameters a call passes (self/cls of a method left out; *args and **kwargs too:
+    calls without them are the common case)."""
+    arguments = definition.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
+    defaults += list(arguments.defaults)
+    found = [
+        Parameter(arg.arg, annotation(arg), None if d is None else ast.unparse(d), False)
+        for arg, d in zip(positional, defaults, strict=True)
+    ]
+    found += [
+        Parameter(arg.arg, annotation(arg), None if d is None else ast.unparse(d), True)
+        for arg, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    ]
+    if method and found and "staticmethod" not in decorator_names(definition):
+        found = found[1:]
+    uses = usage(definition)
+    for parameter in found:
+        parameter.used_as = uses.get(parameter.name, "") or NAMED_TYPES.get(parameter.name, "")
+    return found
+
+
+STR_METHODS = frozenset(dir(str)) - frozenset(dir(list)) - frozenset(dir(dict))
+LIST_METHODS = frozenset({"append", "extend", "insert", "sort", "pop", "remove"})
+DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update"})
+NAMED_TYPES = {
+    name: kind
+    for kind, names in {
+        "str": "name text path sku key label title word prefix suffix separator sep line s",
+        "int": "count n size number index width quantity amount limit i k",
+        "float": "price rate ratio factor",
+        "list": "items values elements sequence seq",
+    }.items()
+    for name in names.split()
+}
+"""What an unannotated parameter's name says it holds, where its use says nothing."""
+
+
+def usage(definition: ast.FunctionDef) -> dict[str, str]:
+    """The type each name's use in the body suggests: a str-only method called on it, a list
+    or dict method, arithmetic with it, iterating over it."""
+    found: dict[str, str] = {}
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            name, attribute = node.value.id, node.attr
+            if attribute in STR_METHODS:
+                found.setdefault(name, "str")
+            elif attribute in DICT_METHODS:
+                found.setdefault(name, "dict")
+            elif attribute in LIST_METHODS:
+                found.setdefault(name, "list")
+        elif isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod):
+            for operand in (node.left, node.right):
+                if isinstance(operand, ast.Name):
+                    found.setdefault(operand.id, "int")
+        elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name):
+            found.setdefault(node.iter.id, "list")
+    return found
+
+
+def annotation(arg: ast.arg) -> str:
+    return ast.unparse(arg.annotation) if arg.annotation is not None else ""
+
+
+def decorator_names(definition: ast.FunctionDef) -> set[str]:
+    return {ast.unparse(decorator) for decorator in definition.decorator_list}
+
+
+def call_sites(name: str, method: bool, sources: Mapping[str, str]) -> list[str]:
+    """The argument texts of calls of `name` (as `x.name(...)` for a method) in `sources`
+    whose arguments are literals or constructors: the calls people actually write."""
+    found: list[str] = []
+    for path in sorted(sources):
+        try:
+            tree = ast.parse(sources[path])
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            matches = (
+                isinstance(func, ast.Attribute) and func.attr == name
+                if method
+                else isinstance(func, ast.Name) and func.id == name
+            )
+            if matches and all(is_value(arg) for arg in [*node.args, *keyword_values(node)]):
+                text = arguments_text(node)
+                if text not in found:
+                    found.append(text)
+    return found
+
+
+def keyword_values(node: ast.Call) -> list[ast.expr]:
+    return [keyword.value for keyword in node.keywords if keyword.arg is not None]
+
+
+def is_value(node: ast.expr) -> bool:
+    """A literal, a container of them, or a call of a capitalized name (a constructor): what
+    the allow-list may accept; it has the last word."""
+    if isinstance(node, ast.Call):
+        return (
+            isinstance(node.func, ast.Name)
+            and node.func.id[:1].isupper()
+            and all(is_value(arg) for arg in [*node.args, *keyword_values(node)])
+        )
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError):
+        return False
+    return True
+
+
+def arguments_text(node: ast.Call) -> str:
+    parts = [ast.unparse(arg) for arg in node.args]
+    parts += [f"{keyword.arg}={ast.unparse(keyword.value)}" for keyword in node.keywords]
+    return ", ".join(parts)
+
+
+class InstanceFactory:
+    """Constructor calls of the module's classes: from call sites, the model's completions and
+    the constructor's own parameters (one level deep)."""
+
+    def __init__(
+        self,
+        classes: Mapping[str, ast.ClassDef],
+        sources: Mapping[str, str],
+        constructors: Sequence[str],
+    ) -> None:
+        self.classes = classes
+        self.sources = sources
+        self.constructors = constructors
+
+    def instances(self, name: str, depth: int = 0) -> list[str]:
+        node = self.classes.get(name)
+        if node is None:
+            return []
+        # Most trusted first: calls people wrote, then values of the constructor's types (its
+        # defaults last: a mutable default is shared by every instance built on it, and so by
+        # its methods' tests), then the model's completions, then a bare `C()`.
+        written = [f"{name}({arguments})" for arguments in call_sites(name, False, self.sources)]
+        typed: list[str] = []
+        init = next(
+            (m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None
+        )
+        if init is not None and depth == 0:
+            parameters = parameters_of(init, method=True)
+            for parameter in parameters:
+                values = typed_values(parameter, self, depth + 1)
+                parameter.pool = [v for v in values if v != parameter.default][:2]
+            if all(p.pool for p in parameters):
+                every = {p.name: p.pool[0] for p in parameters}
+                typed.append(f"{name}({', '.join(call_arguments(parameters, every))})")
+                if all(p.pool[1:] for p in parameters):
+                    second = {p.name: p.pool[1] for p in parameters}
+                    typed.append(f"{name}({', '.join(call_arguments(parameters, second))})")
+        proposed = [f"{name}({arguments})" for arguments in self.constructors]
+        bare = [f"{name}()"] if init is None or all_defaulted(init) else []
+        found = list(dict.fromkeys([*written, *typed, *proposed]))
+        found = [text for text in found if not text.endswith("()")] + bare
+        return found[:4]
+
+
+def all_defaulted(init: ast.FunctionDef) -> bool:
+    return all(p.default is not None for p in parameters_of(init, method=True))
+
+
+def fill_pools(
+    parameters: list[Parameter],
+    definition: ast.FunctionDef,
+    tree: ast.Module,
+    classes: Mapping[str, ast.ClassDef],
+    factory: InstanceFactory,
+) -> None:
+    """Each parameter's values, most telling first: its boundaries from the body, its type's
+    values, the module's literals of that type, its default."""
+    boundaries = compared_literals(definition)
+    module_literals = literals(tree)
+    quoted = docstring_strings(definition)
+    for parameter in parameters:
+        typed = typed_values(parameter, factory, 0)
+        kind = outer_type(parameter.annotation) or parameter.used_as
+        near = [value for value in boundaries.get(parameter.name, []) if fits(value, kind)]
+        others = [value for value in module_literals if fits(value, kind) and kind]
+        examples = quoted if kind == "str" else []
+        pool = [*examples[:2], *typed[:1], *near, *typed[1:], *others[:3]]
+        parameter.boundaries = near
+        if parameter.default is not None:
+            pool.append(parameter.default)
+        parameter.pool = list(dict.fromkeys(pool))[:POOL_SIZE]
+
+
+def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> list[str]:
+    kind = outer_type(parameter.annotation)
+    annotated_class = re.findall(r"[A-Za-z_]\w*", parameter.annotation)
+    for name in [*annotated_class, snake_to_class(parameter.name, factory.classes)]:
+        if name in factory.classes:
+            return factory.instances(name, depth)
+    if kind in TYPE_VALUES:
+        values = list(TYPE_VALUES[kind])
+        if "None" in parameter.annotation or "Optional" in parameter.annotation:
+            values.append("None")
+        return values
+    if not parameter.annotation and parameter.default is not None:
+        default_kind = literal_kind(parameter.default)
+        if default_kind in TYPE_VALUES:
+            return [parameter.default, *TYPE_VALUES[default_kind]]
+    if parameter.used_as in TYPE_VALUES:
+        return list(TYPE_VALUES[parameter.used_as])
+    return list(UNTYPED)
+
+
+def snake_to_class(name: str, classes: Mapping[str, ast.ClassDef]) -> str:
+    """The module's class a parameter is named after (`stock`, `order_line`), or ""."""
+    wanted = name.replace("_", "").lower()
+    return next((cls for cls in classes if cls.lower() == wanted), "")
+
+
+def outer_type(text: str) -> str:
+    """ "int" for `int`, "list" for `Sequence[int]`, "" for an unknown or union type; an
+    Optional/`| None` is read as its other member."""
+    text = text.replace("typing.", "").strip()
+    match = re.fullmatch(r"Optional\[(.*)\]", text)
+    if match:
+        text = match.group(1)
+    parts = [part.strip() for part in text.split("|") if part.strip() != "None"]
+    if len(parts) != 1:
+        return ""
+    outer = parts[0].split("[", 1)[0].strip().lower().rpartition(".")[2]
+    return ALIASES.get(outer, outer)
+
+
+def literal_kind(text: str) -> str:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError):
+        return ""
+    return "none" if value is None else type(value).__name__
+
+
+def fits(value: str, kind: str) -> bool:
+    """Whether a literal suits a parameter of `kind` ("" fits anything; an int suits float)."""
+    have = literal_kind(value)
+    return not kind or have == kind or (kind == "float" and have == "int")
+
+
+def docstring_strings(definition: ast.FunctionDef) -> list[str]:
+    """Quoted examples in the docstring ("Split a SKU such as "BOLT-0042"..."): values the
+    author thought typical."""
+    docstring = ast.get_docstring(definition) or ""
+    found = re.findall(r"(?<![\w])([\"'])([^\"'\n]{1,40})\1", docstring)
+    return list(dict.fromkeys(repr(text) for _, text in found))
+
+
+def compared_literals(definition: ast.FunctionDef) -> dict[str, list[str]]:
+    """For each name the body compares with a number or string: that literal and, for numbers,
+    its neighbours (the boundary and both sides of it)."""
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(definition):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for left, right in itertools.pairwise(operands):
+            for name_node, value_node in ((left, right), (right, left)):
+                name = subject(name_node)
+                if name and isinstance(value_node, ast.Constant):
+                    found.setdefault(name, []).extend(neighbours(value_node.value))
+    return {name: list(dict.fromkeys(values)) for name, values in found.items()}
+
+
+def subject(node: ast.expr) -> str:
+    """The parameter a comparison is about: `x`, `len(x)` (a length: its neighbours are
+    numbers, not x's values, so only `x` itself counts)."""
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def neighbours(value: object) -> list[str]:
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, int):
+        return [repr(value + 1), repr(value), repr(value - 1)]
+    if isinstance(value, float):
+        return [repr(value + 1.0), repr(value), repr(value - 1.0)]
+    if isinstance(value, str) and len(value) <= 40:
+        return [repr(value)]
+    return []
+
+
+def literals(tree: ast.Module) -> list[str]:
+    """Short number and string literals anywhere in the module, most frequent first."""
+    counts: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or isinstance(node.value, bool):
+            continue
+        value = node.value
+        if isinstance(value, int | float) or (
+            isinstance(value, str) and 0 < len(value) <= 20 and "\n" not in value
+        ):
+            counts[repr(value)] = counts.get(repr(value), 0) + 1
+    return sorted(counts, key=lambda text: -counts[text])[:12]
+
+
+def call_arguments(parameters: Sequence[Parameter], chosen: Mapping[str, str]) -> list[str]:
+    """Argument texts: a parameter without a default gets its `chosen` value (else its pool's
+    first), positionally unless keyword-only; one with a default is passed, by keyword, only
+    when `chosen` names it."""
+    parts = []
+    for parameter in parameters:
+        if parameter.default is not None and parameter.name not in chosen:
+            continue
+        value = chosen.get(parameter.name, parameter.pool[0] if parameter.pool else "None")
+        by_keyword = parameter.keyword_only or parameter.default is not None
+        parts.append(f"{parameter.name}={value}" if by_keyword else value)
+    return parts

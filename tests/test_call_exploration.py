@@ -1,0 +1,551 @@
+"""The host's input generator (remora/tool_library/characterize.py: explore_calls) through the
+bundled test and sample_data agents, on small projects: the real OS sandbox, the real call
+probe under the real coverage.py, the real pytest. Only the language model is scripted: it calls
+the agent's tool and, where a test says so, proposes calls by completion (most tests need no
+proposal: the calls come from the signature and the body). Then the pure parts (candidates,
+selection, rendering) on hand-written inputs."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remora.cli.main import main
+from remora.models.scripted.server import ScriptedModelServer, tool_call
+from remora.tool_library.call_candidates import candidate_calls
+from remora.tool_library.call_selection import select_calls
+from remora.tool_library.case_render import pattern_literal, render_tests
+
+FAST = ["-c", 'agents.test.options.pytest_args=["-p", "no:hypothesispytest"]']
+PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
+TEMPERATURES = [0.0, 0.7, 1.0]
+"""explore_calls' drafts, in order: the n-th proposal of a test goes to the n-th."""
+TOOLS = {"test": "write_tests", "sample_data": "write_samples"}
+
+
+def make_project(root: Path, modules: Mapping[str, str]) -> Path:
+    """A project folder with a pyproject.toml and the package `pkg` holding `modules`."""
+    project = root / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (project / "pkg" / "__init__.py").write_text("")
+    for name, text in modules.items():
+        (project / "pkg" / f"{name}.py").write_text(text)
+    return project
+
+
+def calls_the_tool(tool: str) -> Callable[[dict[str, Any]], Any]:
+    """The chat model: the agent's one writing tool (after the runner's observation), then
+    submit_result."""
+
+    def rule(body: dict[str, Any]) -> Any:
+        called = any(m["role"] == "tool" and m["name"] == tool for m in body["messages"])
+        offered = {t["function"]["name"] for t in body["tools"]}
+        if not called and tool in offered:
+            return tool_call(tool, {})
+        return tool_call("submit_result", {"summary": "done"})
+
+    return rule
+
+
+def proposing(calls: Mapping[str, list[str]]) -> Callable[[dict[str, Any]], str]:
+    """The completion model: for a prompt ending `result = NAME(` (or `.NAME(`), the arguments
+    of `calls[NAME]` for this draft; nothing (no proposal) otherwise."""
+
+    def complete(body: dict[str, Any]) -> str:
+        last = body["prompt"].rsplit("\n", 1)[1]
+        name = last.rsplit("=", 1)[-1].strip().rstrip("(").rpartition(".")[2]
+        index = TEMPERATURES.index(body.get("temperature", 0.0))
+        proposed = calls.get(name, [])
+        return proposed[index] if index < len(proposed) else ""
+
+    return complete
+
+
+def analyze(
+    project: Path,
+    target: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    agent: str = "test",
+    proposals: Mapping[str, list[str]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """`remora analyze TARGET --fix` with the agent: each job's result by qualified name."""
+    monkeypatch.chdir(project)
+    model = ScriptedModelServer(
+        rule=calls_the_tool(TOOLS[agent]), completion=proposing(proposals or {})
+    )
+    with model as server:
+        args = ["analyze", target, "--agents", agent, "--format", "json", "--no-cache"]
+        main([*args, "--base-url", server.base_url, "--fix", *(FAST if agent == "test" else [])])
+    captured = capsys.readouterr()
+    assert captured.out.strip(), captured.err
+    report = json.loads(captured.out)
+    return {result["node"]["qualified_name"]: result for result in report["results"]}
+
+
+def written(result: dict[str, Any], path: str, project: Path) -> str:
+    """The one file the job wrote, `path`, as it landed."""
+    assert result["status"] == "success", result["error"]
+    assert result["outcome"] == "written"
+    assert [change["file"] for change in result["changes"]] == [path]
+    return (project / path).read_text()
+
+
+def not_done(result: dict[str, Any]) -> str:
+    """The reason a job that wrote nothing gives."""
+    assert result["status"] == "failed"
+    assert result["error"]["code"] == "not_done"
+    assert result["changes"] == []
+    message: str = result["error"]["message"]
+    return message
+
+
+def passes_under_pytest(test_file: Path, cwd: Path) -> str:
+    """The real pytest on a file that landed, from outside the project; its summary line."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *PYTEST_QUIET, str(test_file)],
+        cwd=cwd,
+        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_call_that_changes_module_state_is_never_pinned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every call of add_rule appends to the module's RULES, which other tests see: none is
+    pinned and the job ends not done naming the state; the pure function beside it is tested."""
+    project = make_project(
+        tmp_path,
+        {
+            "rules": "RULES = []\n\n\n"
+            "def add_rule(rule: str) -> int:\n"
+            "    RULES.append(rule)\n"
+            "    return len(RULES)\n\n\n"
+            "def normalize(rule: str) -> str:\n"
+            "    return rule.strip().lower()\n"
+        },
+    )
+    results = analyze(project, "pkg/rules.py", capsys, monkeypatch)
+
+    message = not_done(results["add_rule"])
+    assert "every call that could be pinned changes state other tests see (RULES)" in message
+    assert not (project / "tests" / "test_rules_add_rule.py").exists()
+    text = written(results["normalize"], "tests/test_rules_normalize.py", project)
+    assert "assert normalize('Hello world') == 'hello world'" in text
+    assert "add_rule" not in text
+    count = text.count("\ndef test_")
+    assert passes_under_pytest(project / "tests", tmp_path).startswith(f"{count} passed")
+
+
+def test_a_method_is_tested_on_instances_of_its_class(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counter.increment: each test builds a Counter (from the constructor's own parameters),
+    calls the method, asserts what it returned and the instance's state afterwards; the file
+    (named for the class and the method) passes under the real pytest."""
+    project = make_project(
+        tmp_path,
+        {
+            "counting": "class Counter:\n"
+            "    def __init__(self, start: int = 0):\n"
+            "        self.value = start\n\n"
+            "    def increment(self, by: int) -> int:\n"
+            "        if by < 0:\n"
+            '            raise ValueError("by must not be negative")\n'
+            "        self.value += by\n"
+            "        return self.value\n"
+        },
+    )
+    results = analyze(project, "pkg/counting.py", capsys, monkeypatch)
+
+    # The constructor is not a test subject of its own (a special method).
+    # Special methods are reached through the public methods' tests: skipped, not left undone.
+    init = results["Counter.__init__"]
+    assert init["status"] == "success" and init["outcome"] == "skipped"
+    assert "private or special method" in init["summary"] and not init["changes"]
+    path = "tests/test_counting_Counter_increment.py"
+    text = written(results["Counter.increment"], path, project)
+    assert "from pkg.counting import Counter  # noqa: E402" in text
+    tests = text.split("\n\n\ndef ")[1:]
+    assert tests
+    for test in tests:
+        assert re.search(r"^    counter = Counter\(((start=)?-?\d+)?\)$", test, re.MULTILINE), test
+    assert "    counter = Counter(start=10)\n    assert counter.increment(1) == 11\n" in text
+    assert "    assert counter.value == 11\n" in text
+    assert (
+        "    with pytest.raises(ValueError, match='by must not be negative'):\n"
+        "        counter.increment(-1)\n"
+    ) in text
+    assert passes_under_pytest(project / path, tmp_path).startswith(f"{len(tests)} passed")
+
+
+def test_a_parameter_annotated_with_a_module_class_gets_an_instance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(
+        tmp_path,
+        {
+            "carts": "class Cart:\n"
+            "    def __init__(self, prices: list):\n"
+            "        self.prices = prices\n\n\n"
+            "def total(cart: Cart) -> int:\n"
+            "    return sum(cart.prices)\n"
+        },
+    )
+    results = analyze(project, "pkg/carts.py", capsys, monkeypatch)
+
+    text = written(results["total"], "tests/test_carts_total.py", project)
+    assert "from pkg.carts import total, Cart  # noqa: E402" in text
+    assert "assert total(Cart([1, 2, 3])) == 6" in text
+    calls = re.findall(r"^    assert total\((.*)\) == ", text, re.MULTILINE)
+    assert calls and all(call.startswith("Cart(") for call in calls)
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_type_errors_are_pinned_only_where_the_module_raises_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model proposes `shout(None)` and `shout(42)`: they raise AttributeError inside
+    `text.upper()`, the argument contradicting its use, which is the call's fault: never
+    pinned. `check('x')` raises the TypeError the module raises itself: pinned, with its
+    message."""
+    project = make_project(
+        tmp_path,
+        {
+            "words": "def shout(text: str) -> str:\n"
+            '    return text.upper() + "!"\n\n\n'
+            "def check(value: int) -> int:\n"
+            "    if not isinstance(value, int):\n"
+            '        raise TypeError("value must be an int")\n'
+            "    return value * 2\n"
+        },
+    )
+    proposals = {"shout": ["None)", "42)"], "check": ["'x')"]}
+    results = analyze(project, "pkg/words.py", capsys, monkeypatch, proposals=proposals)
+
+    shout = written(results["shout"], "tests/test_words_shout.py", project)
+    assert "assert shout('abc') == 'ABC!'" in shout
+    assert "pytest.raises" not in shout
+    assert "None" not in shout and "42" not in shout
+    check = written(results["check"], "tests/test_words_check.py", project)
+    assert (
+        "def test_check_value_x_raises_type_error():\n"
+        "    with pytest.raises(TypeError, match='value must be an int'):\n"
+        "        check('x')\n"
+    ) in check
+    assert "assert check(3) == 6" in check
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_both_sides_of_a_boundary_are_asserted_and_messages_matched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`score >= 90`: the literal the body compares with and its neighbours become calls, and
+    the tests pin 90 and 89 (what tells `>=` from `>`); an exception's message, parentheses
+    and all, is asserted with `match=` escaped."""
+    project = make_project(
+        tmp_path,
+        {
+            "grades": "def grade(score: int) -> str:\n"
+            "    if score >= 90:\n"
+            '        return "A"\n'
+            '    return "B"\n\n\n'
+            "def percent(part: int, whole: int) -> float:\n"
+            "    if whole <= 0:\n"
+            '        raise ValueError(f"whole must be positive, not {whole} (part={part})")\n'
+            "    return part / whole * 100\n"
+        },
+    )
+    results = analyze(project, "pkg/grades.py", capsys, monkeypatch)
+
+    grade = written(results["grade"], "tests/test_grades_grade.py", project)
+    assert "assert grade(90) == 'A'" in grade
+    assert "assert grade(89) == 'B'" in grade
+    percent = written(results["percent"], "tests/test_grades_percent.py", project)
+    (raised,) = re.findall(
+        r"pytest\.raises\(ValueError, match=(.*)\):\n\s+(percent\(.*\))", percent
+    )
+    pattern = ast.literal_eval(raised[0])
+    arguments = re.fullmatch(r"percent\((-?\d+), (-?\d+)\)", raised[1])
+    assert arguments
+    part, whole = arguments.groups()
+    assert int(whole) <= 0
+    assert re.fullmatch(pattern, f"whole must be positive, not {whole} (part={part})")
+    assert "pytest.approx(" in percent  # a float return
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_an_argument_the_call_mutates_is_asserted_afterwards(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(
+        tmp_path,
+        {
+            "queue": "def drain(items: list) -> int:\n"
+            "    n = len(items)\n"
+            "    items.clear()\n"
+            "    return n\n"
+        },
+    )
+    results = analyze(project, "pkg/queue.py", capsys, monkeypatch)
+
+    text = written(results["drain"], "tests/test_queue_drain.py", project)
+    assert ("    items = [1, 2, 3]\n    assert drain(items) == 3\n    assert items == []\n") in text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_samples_are_calls_the_function_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sample_data: `ratio(3, 0)` is among the calls tried and raises ZeroDivisionError, so no
+    sample has b == 0; a function that rejects every call gets no fixture and is not done."""
+    source = (
+        "def ratio(a: int, b: int) -> float:\n"
+        "    return a / b\n\n\n"
+        "def size_of(widget: 'Widget') -> int:\n"
+        "    return widget.size\n"
+    )
+    project = make_project(tmp_path, {"maths": source})
+    tried = [candidate.arguments for candidate in candidate_calls(source, "ratio")]
+    assert any(arguments.endswith(", 0") for arguments in tried)
+    results = analyze(project, "pkg/maths.py", capsys, monkeypatch, agent="sample_data")
+
+    written(results["ratio"], "fixtures/maths_ratio.json", project)
+    document = json.loads((project / "fixtures" / "maths_ratio.json").read_text())
+    assert document["function"] == "pkg.maths.ratio"
+    samples = document["samples"]
+    assert samples
+    for sample in samples:
+        assert set(sample) == {"a", "b"}
+        assert sample["b"] != 0
+        assert isinstance(sample["a"] / sample["b"], float)
+    message = not_done(results["size_of"])
+    assert re.search(r"no call of size_of that returned could be found \(\d+ tried\)", message)
+    assert not (project / "fixtures" / "maths_size_of.json").exists()
+
+
+def test_calls_that_depend_on_the_process_are_not_pinned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process id and a random token differ between the probe's runs or under the pytest
+    run that checks the file: never pinned. The deterministic raise of the same function is."""
+    project = make_project(
+        tmp_path,
+        {
+            "process": "import os\nimport uuid\n\n\n"
+            "def pid() -> int:\n"
+            "    return os.getpid()\n\n\n"
+            "def token() -> str:\n"
+            "    return uuid.uuid4().hex\n\n\n"
+            "def tag(label: str) -> str:\n"
+            "    if not label:\n"
+            '        raise ValueError("label must not be empty")\n'
+            '    return label + "-" + uuid.uuid4().hex\n'
+        },
+    )
+    results = analyze(project, "pkg/process.py", capsys, monkeypatch)
+
+    not_done(results["pid"])
+    assert "token(): behaves differently from run to run" in not_done(results["token"])
+    for name in ("pid", "token"):
+        assert not (project / "tests" / f"test_process_{name}.py").exists()
+    text = written(results["tag"], "tests/test_process_tag.py", project)
+    assert "def test_tag" in text
+    assert "with pytest.raises(ValueError, match='label must not be empty'):\n" in text
+    assert text.count("def test_") == 1  # only the raise repeats
+    assert "1 passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+# -- the pure parts, on hand-written inputs
+
+
+GRADE = (
+    "def grade(score: int) -> str:\n"
+    '    """Letter grade.\n\n'
+    "    >>> grade(95)\n"
+    "    'A'\n"
+    '    """\n'
+    "    if score >= 90:\n"
+    '        return "A"\n'
+    '    return "B"\n'
+)
+
+
+def test_candidates_come_from_call_sites_doctests_and_boundaries() -> None:
+    sites = {"pkg/report.py": "from pkg.grades import grade\n\nprint(grade(77), grade(x))\n"}
+    found = candidate_calls(GRADE, "grade", sites, proposals=["88"])
+    by_origin: dict[str, list[str]] = {}
+    for call in found:
+        assert call.instance is None
+        by_origin.setdefault(call.origin, []).append(call.arguments)
+    # People's calls first (a call site with a literal; `grade(x)` is not one), the model's next.
+    assert [c.origin for c in found[:3]] == ["call site", "doctest", "model"]
+    assert by_origin["call site"] == ["77"]
+    assert by_origin["doctest"] == ["95"]
+    assert by_origin["model"] == ["88"]
+    # The compared literal and both its neighbours.
+    assert {"91", "90", "89"} <= set(by_origin["boundary"])
+    assert all(call.case("grade").startswith("grade(") for call in found)
+
+
+def test_candidates_for_a_method_are_called_on_instances() -> None:
+    source = (
+        "class Counter:\n"
+        "    def __init__(self, start: int = 0):\n"
+        "        self.value = start\n\n"
+        "    def increment(self, by: int) -> int:\n"
+        "        self.value += by\n"
+        "        return self.value\n"
+    )
+    found = candidate_calls(source, "Counter.increment")
+    assert found
+    assert all(c.instance is not None and c.instance.startswith("Counter(") for c in found)
+    assert found[0].case("Counter.increment").startswith("Counter(")
+    assert ".increment(" in found[0].case("Counter.increment")
+
+
+def observation(**seen: Any) -> dict[str, Any]:
+    """What the probe reports of one call, with the defaults of a plain return."""
+    return {
+        "outcome": "returned",
+        "type": "int",
+        "value": "1",
+        "arcs": [[1, 2]],
+        "state_changed": [],
+        "mutated": {},
+    } | seen
+
+
+def raised(name: str, site: int, *, explicit: bool = True, arcs: Any = None) -> dict[str, Any]:
+    return observation(
+        outcome="raised",
+        exception=name,
+        exception_module="builtins",
+        exception_bases=[name, "Exception", "BaseException"],
+        message=f"{name} at {site}",
+        site=site,
+        site_is_raise=explicit,
+        arcs=arcs if arcs is not None else [[1, site]],
+        value=None,
+        type=None,
+    )
+
+
+def candidate(arguments: str, origin: str = "types") -> dict[str, Any]:
+    return {"arguments": arguments, "instance": None, "origin": origin}
+
+
+def test_selection_drops_state_changes_and_calls_that_do_not_repeat() -> None:
+    candidates = [candidate("1"), candidate("2"), candidate("3")]
+    first = [
+        observation(value="1", arcs=[[1, 2]]),
+        observation(value="2", arcs=[[1, 3]], state_changed=["RULES"]),
+        observation(value="7", arcs=[[1, 4]]),
+    ]
+    second = [dict(first[0]), dict(first[1]), observation(value="8", arcs=[[1, 4]])]
+    chosen = select_calls(candidates, [first, second], [], "pkg.m")
+
+    assert [item["candidate"]["arguments"] for item in chosen["chosen"]] == ["1"]
+    assert chosen["state"] == ["RULES"]
+    assert chosen["tried"] == 3
+    assert any("changes state other tests see (RULES)" in r for r in chosen["dropped"])
+    assert any("behaves differently from run to run" in r for r in chosen["dropped"])
+    assert len(chosen["dropped"]) == 2
+
+
+def test_selection_keeps_one_case_per_raise_site_and_no_contradiction_errors() -> None:
+    candidates = [
+        candidate("1"),
+        candidate("-1"),
+        candidate("-2"),
+        candidate("None"),
+        candidate("'x'"),
+    ]
+    run = [
+        observation(value="1", arcs=[[1, 2], [2, 3]]),
+        raised("ValueError", 4, arcs=[[1, 4]]),
+        raised("ValueError", 4, arcs=[[1, 4], [4, 5]]),  # more arcs, but the same raise site
+        raised("AttributeError", 2, explicit=False, arcs=[[1, 9]]),  # `None.upper()`
+        raised("TypeError", 7, explicit=True, arcs=[[1, 7]]),  # `raise TypeError(...)`
+    ]
+    chosen = select_calls(candidates, [run, [dict(seen) for seen in run]], [], "pkg.m")
+
+    picked = {item["candidate"]["arguments"]: item["seen"] for item in chosen["chosen"]}
+    assert "1" in picked and "'x'" in picked
+    assert "None" not in picked  # an AttributeError from inside an expression
+    assert len([seen for seen in picked.values() if seen.get("exception") == "ValueError"]) == 1
+    assert chosen["dropped"] == [] and chosen["state"] == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "percent must be between 0 and 100, not 150.0",
+        "invalid literal for int() with base 10: ''",
+        "a [b] {c} * + ? ^ $ | d",
+        "path C:\\temp\\new is 'odd'",
+        'say "hi" \\',
+        "tab\there",
+    ],
+)
+def test_pattern_literal_matches_the_message_literally(message: str) -> None:
+    literal = pattern_literal(message)
+    pattern = ast.literal_eval(literal)
+    assert re.fullmatch(pattern, message)
+    assert re.search(pattern, f"prefix {message} suffix")
+    # Spaces and dashes stay readable: only what regular expressions give a meaning is escaped.
+    assert "\\ " not in literal and "\\-" not in literal
+
+
+def test_rendered_tests_are_named_for_their_inputs_and_outcomes() -> None:
+    chosen = [
+        {
+            "candidate": candidate("100.0, 10.0", "model"),
+            "seen": observation(type="float", value="90.0"),
+        },
+        {
+            "candidate": candidate("100.0, 150.0", "model"),
+            "seen": raised("ValueError", 3) | {"message": "percent must be <= 100 (not 150.0)"},
+        },
+        {
+            "candidate": candidate("100.0, 0", "boundary"),
+            "seen": observation(type="float", value="100.0"),
+        },
+    ]
+    tests = render_tests("apply_discount", chosen, ["price", "percent"], "pkg.pricing")
+
+    names = [test["name"] for test in tests]
+    assert names == [
+        "test_apply_discount",
+        "test_apply_discount_percent_150_0_raises_value_error",
+        "test_apply_discount_percent_0",
+    ]
+    assert tests[0]["code"] == (
+        "def test_apply_discount():\n"
+        "    assert apply_discount(100.0, 10.0) == pytest.approx(90.0)\n"
+    )
+    assert (
+        "    with pytest.raises(ValueError, match=r'percent must be <= 100 \\(not 150\\.0\\)'):\n"
+        "        apply_discount(100.0, 150.0)\n"
+    ) in tests[1]["code"]
+    assert all(test["uses_pytest"] for test in tests)
+    assert all(test["names"] == ["apply_discount"] for test in tests)
+    for test in tests:
+        compile(test["code"], test["name"], "exec")
