@@ -549,3 +549,28 @@ def test_rendered_tests_are_named_for_their_inputs_and_outcomes() -> None:
     assert all(test["names"] == ["apply_discount"] for test in tests)
     for test in tests:
         compile(test["code"], test["name"], "exec")
+
+
+def test_without_fix_nothing_reaches_an_existing_tests_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project's tests/ folder exists (a link in each command's copy of the project): the
+    test file checked under pytest and the probe's files are written into that copy only, and
+    `analyze` without --fix leaves the folder exactly as it was."""
+    project = make_project(
+        tmp_path, {"text": "def shout(text: str) -> str:\n    return text.upper() + '!'\n"}
+    )
+    (project / "tests").mkdir()
+    (project / "tests" / "test_existing.py").write_text("def test_nothing():\n    pass\n")
+    before = sorted(path.name for path in project.rglob("*") if "__pycache__" not in str(path))
+    monkeypatch.chdir(project)
+    model = ScriptedModelServer(rule=calls_the_tool("write_tests"), completion=proposing({}))
+    with model as server:
+        args = ["analyze", "pkg/text.py", "--agents", "test", "--format", "json", "--no-cache"]
+        main([*args, "--base-url", server.base_url, *FAST])
+    report = json.loads(capsys.readouterr().out)
+    [result] = report["results"]
+    assert result["status"] == "success"
+    assert [change["file"] for change in result["changes"]] == ["tests/test_text_shout.py"]
+    after = sorted(path.name for path in project.rglob("*") if "__pycache__" not in str(path))
+    assert after == before

@@ -8,7 +8,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -161,9 +161,11 @@ class Workspace:
     # --- a real directory for each command --------------------------------------------------
 
     @contextlib.contextmanager
-    def command_directory(self) -> Iterator[Path]:
+    def command_directory(self, extra: Mapping[str, str] | None = None) -> Iterator[Path]:
         """A fresh temporary tree that looks like the project with the job's view of every
-        file, for one command, removed when it ends (kept, the last one, with `keep`).
+        file, for one command, removed when it ends (kept, the last one, with `keep`). `extra`
+        (path: text) adds files for this command only: never a change, never in the project
+        (they are written where links would lead into it, so only through this).
 
         What the command writes there is thrown away: a job's changes are only what its tools
         write through the workspace (`write_text`), never what a program run by a tool (pytest
@@ -182,8 +184,11 @@ class Workspace:
             else:
                 _realize(self.root, directory, ".", real_dirs)  # the top level, always
             touched = {key for key, original in self._original.items() if original.text is not None}
-            for key in sorted(touched | set(self._written)):
-                text = self._written.get(key, self._original[key].text)
+            added = {self.key(path): text for path, text in (extra or {}).items()}
+            for key in sorted(touched | set(self._written) | set(added)):
+                text = added[key] if key in added else self._written.get(key)
+                if key not in added and key not in self._written:
+                    text = self._original[key].text
                 if text is not None:
                     folder = _realize(self.root, directory, _parent(key), real_dirs)
                     path = folder / PurePosixPath(key).name

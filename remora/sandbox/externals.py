@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,15 +18,18 @@ from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace, WorkspaceError
 from remora.findings.results import ErrorCode, JobError
-from remora.protocol.completion import CompletionRequest
+from remora.protocol.completion import Completion, CompletionRequest
 from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
 from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
 from remora.tool_library.case_render import render_module
 from remora.tool_library.characterize import PROBE_SCRIPT, explore_calls
 from remora.tool_library.docstring_check import check_docstring
+from remora.tool_library.docstring_context import code_facts
 from remora.tool_library.docstring_parse import parse_docstring
+from remora.tool_library.docstring_rank import rank_drafts
 from remora.tool_library.docstring_render import render_docstring
+from remora.tool_library.docstring_retrieval import nearest_examples
 from remora.tool_library.module_paths import (
     locate_tests,
     module_of,
@@ -38,6 +40,8 @@ from remora.tool_library.signatures import describe_schema, signature_schema
 from remora.tool_library.source_compare import compare_python
 from remora.tool_library.test_cases import parse_test_case
 
+PROBE_RESULT_LIMIT = 20 * 1024 * 1024
+"""Bytes of the probe's result file read back (40 calls' observations are a few hundred KB)."""
 HOST_STUBS = (Path(__file__).parent / "host_functions.pyi").read_text(encoding="utf-8")
 
 
@@ -52,8 +56,8 @@ def injected_context(
     return context
 
 
-Complete = Callable[[CompletionRequest], Awaitable[str]]
-"""The job's model continuing a text (protocol/completion.py)."""
+Complete = Callable[[CompletionRequest], Awaitable[Completion]]
+"""The job's model continuing (or scoring) a text (protocol/completion.py)."""
 
 
 def host_functions(
@@ -97,7 +101,23 @@ def host_functions(
             )
         except ValidationError as exc:
             raise ValueError(f"complete: {exc.errors()[0]['msg']}") from None
-        return await completion(request)
+        return (await completion(request)).text
+
+    async def score_text(prompt: str, continuation: str) -> dict[str, Any]:
+        if completion is None:
+            raise RuntimeError("score_text: no model here (remora tool run has none)")
+        try:
+            request = CompletionRequest(prompt=prompt, score=continuation, max_tokens=1)
+        except ValidationError as exc:
+            raise ValueError(f"score_text: {exc.errors()[0]['msg']}") from None
+        scored = await completion(request)
+        return {"logprob": scored.logprob or 0.0, "tokens": scored.scored_tokens}
+
+    def docstring_examples(source: str, line: int, limit: int = 3) -> dict[str, Any]:
+        project = project_of(node.file, file_exists)
+        sources = python_sources(project, "", workspace.list_dir, project_text)
+        sources.pop(node.file, None)
+        return nearest_examples(source, line, sources, limit, path=node.file)
 
     def read_original(path: str) -> str | None:
         return workspace.original_text(_path(path))
@@ -167,10 +187,12 @@ def host_functions(
         return file.read_text(encoding="utf-8")
 
     async def probe(request: dict[str, Any]) -> dict[str, Any]:
-        with workspace.command_directory() as directory:
+        files = {
+            ".remora_call_probe.py": PROBE_SCRIPT.read_text(encoding="utf-8"),
+            ".remora_probe.json": json.dumps(request),
+        }
+        with workspace.command_directory(extra=files) as directory:
             script = directory / ".remora_call_probe.py"
-            shutil.copyfile(PROBE_SCRIPT, script)
-            (directory / ".remora_probe.json").write_text(json.dumps(request), encoding="utf-8")
             args = [".remora_probe.json", ".remora_probe_result.json"]
             try:
                 ran = await commands.run_host_script(
@@ -186,7 +208,8 @@ def host_functions(
                     "the call probe took longer than "
                     f"sandbox.commands.timeout_s={commands.settings.timeout_s}s",
                 )
-            if ran["timed_out"] or not answer.is_file():
+            readable = answer.is_file() and not answer.is_symlink()
+            if ran["timed_out"] or not readable or answer.stat().st_size > PROBE_RESULT_LIMIT:
                 tail = " | ".join(str(ran["stderr"]).strip().splitlines()[-3:])
                 raise ValueError(f"the calls could not be probed: {tail or 'no result'}")
             result: dict[str, Any] = json.loads(answer.read_text(encoding="utf-8"))
@@ -196,12 +219,9 @@ def host_functions(
         """pytest on `text` as the file `path`, in a throwaway copy of the project: which
         tests passed and which failed (with pytest's line), nothing written."""
         key = workspace.key(_path(path))
-        with workspace.command_directory() as directory:
-            file = directory / key
-            file.parent.mkdir(parents=True, exist_ok=True)
-            if file.is_symlink():
-                file.unlink()
-            file.write_text(text, encoding="utf-8")
+        # The file is added to the command's copy of the project only: written there as a real
+        # file, never through a link into the project (a tests/ folder that exists is a link).
+        with workspace.command_directory(extra={key: text}) as directory:
             argv = ["-m", "pytest", "-q", "-rA", "--tb=line", "-p", "no:cacheprovider"]
             try:
                 ran = await commands.run(
@@ -292,6 +312,8 @@ def host_functions(
         "run_command": run_command,
         "environment_error": environment_error,
         "complete": complete,
+        "score_text": score_text,
+        "docstring_examples": docstring_examples,
         # Pure functions of their arguments: no workspace access, safe to share.
         "check_docstring": check_docstring,
         "parse_docstring": parse_docstring,
@@ -312,6 +334,8 @@ def host_functions(
         "ruff_finding": findings.ruff_finding,
         "docstring_finding": docstring_finding,
         "docstring_skip_reason": docstring_skip_reason,
+        "code_facts": code_facts,
+        "rank_drafts": rank_drafts,
     }
 
 
