@@ -175,7 +175,10 @@ def gain(
     new = len(arcs - covered) if with_arcs else int(outcome_key(seen) not in outcomes)
     returned = int(seen.get("outcome") == "returned")
     rank = ORIGIN_RANK.get(str(candidate.get("origin")), 2)
+    # Distinct argument values (not `f(1, 1, 1)`), and an instance built with arguments (not
+    # on a constructor's defaults).
     spread = len(set(split_arguments(str(candidate.get("arguments", "")))))
+    spread += int(not str(candidate.get("instance") or "").endswith("()"))
     return (new, returned, -rank, spread, -len(call_text(candidate)))
 
 

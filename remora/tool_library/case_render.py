@@ -25,13 +25,15 @@ def render_tests(
     chosen: Sequence[Mapping[str, Any]],
     parameters: Sequence[str],
     module_name: str,
+    base: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """{name, code, names (what the module must import), uses_pytest} per chosen call.
     `parameters`: the target's parameter names in order (without self); `module_name`: the
-    dotted name the probe imported (its own exceptions are imported from it)."""
+    dotted name the probe imported (its own exceptions are imported from it); `base`: the call
+    the others vary (names say how a call differs from it; else the first call that returned)."""
     owner, _, method = target.rpartition(".")
     base_name = "test_" + snake(f"{owner}_{method}" if owner else method)
-    reference = next(
+    reference = base or next(
         (item["candidate"] for item in chosen if item["seen"].get("outcome") == "returned"),
         chosen[0]["candidate"] if chosen else {},
     )
@@ -159,16 +161,16 @@ def describe(
     """The name's tail: which argument differs from the reference call and how, and what the
     call did when it raised."""
     tail = ""
-    if candidate is not reference:
-        mine = named_arguments(str(candidate.get("arguments", "")), parameters)
-        theirs = named_arguments(str(reference.get("arguments", "")), parameters)
-        differing = [key for key in mine if mine.get(key) != theirs.get(key)]
-        if len(differing) == 1:
-            tail = f"_{differing[0]}_{value_word(mine[differing[0]])}"
-        elif candidate.get("instance") != reference.get("instance"):
-            tail = "_other_instance"
-        elif differing:
-            tail = "_" + "_".join(differing[:2])
+    mine = named_arguments(str(candidate.get("arguments", "")), parameters)
+    theirs = named_arguments(str(reference.get("arguments", "")), parameters)
+    differing = [key for key in mine if mine.get(key) != theirs.get(key)]
+    differing += [key for key in theirs if key not in mine]
+    if 0 < len(differing) <= 2:
+        tail = "".join(f"_{key}_{value_word(mine.get(key, 'default'))}" for key in differing)
+    elif differing:
+        tail = "_" + "_".join(differing[:2])
+    elif candidate.get("instance") != reference.get("instance"):
+        tail = "_other_instance"
     if seen.get("outcome") == "raised":
         tail += "_raises_" + snake(str(seen.get("exception")))
     return tail

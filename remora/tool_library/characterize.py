@@ -82,6 +82,7 @@ async def explore_calls(
     chosen = select_calls(
         [c.as_dict() for c in checked], [run["results"] for run in runs], classes, module, target
     )
+    base = next((c.as_dict() for c in checked if c.origin == "types"), None)
     # Samples: the chosen calls that returned first, then every other call that returned and
     # changed nothing others see (a fixture wants valid inputs, not only branch-covering ones).
     returned: list[Any] = []
@@ -98,7 +99,7 @@ async def explore_calls(
         if seen.get("outcome") == "returned" and sample is not None and sample not in returned:
             returned.append(sample)
     return {
-        "tests": render_tests(target, chosen["chosen"], parameters, module),
+        "tests": render_tests(target, chosen["chosen"], parameters, module, base),
         "samples": returned,
         "dropped": chosen["dropped"],
         "state": chosen["state"],
