@@ -153,22 +153,29 @@ def test_characterization_tests_land_with_fix_and_pass_under_pytest(
     assert "from inventory.pricing import apply_discount  # noqa: E402" in text
     # What the function did, pinned: the model's 19.99 at 0% is unchanged; 150% is refused,
     # with the function's own message; 100% (the compared literal) is pinned too.
-    assert "assert apply_discount(19.99, 0) == pytest.approx(19.99)" in text
+    # Calls that only return a value are the rows of one parametrized test.
+    assert "def test_apply_discount(price, percent, expected):\n" in text
+    assert "    assert apply_discount(price, percent) == pytest.approx(expected)\n" in text
+    assert "        (19.99, 0, 19.99),\n" in text
     assert (
         "    with pytest.raises(ValueError, match=r'percent must be between 0 and 100, "
         "not 150\\.0'):\n        apply_discount(100.0, 150.0)\n"
     ) in text
-    assert "assert apply_discount(2.5, 100) == pytest.approx(0.0)" in text
+    assert "        (2.5, 100, 0.0),\n" in text
     # One case per raise site: 150 is the only ValueError pinned, not -1 or 101 as well.
     assert text.count("pytest.raises(") == 1
     sku = (demo / "tests" / "test_pricing_parse_sku.py").read_text()
-    assert "assert parse_sku(\"bolt-0042\") == ('BOLT', 42)" in sku
+    assert "assert parse_sku(\"bolt-0042\") == ('BOLT', 42)" in sku or (
+        "        (\"bolt-0042\", ('BOLT', 42)),\n" in sku
+    )
     assert (
         '    with pytest.raises(ValueError, match="invalid literal for int\\\\(\\\\) with base '
         '10: \'\'"):\n        parse_sku("NUT")\n'
     ) in sku
     bulk = (demo / "tests" / "test_pricing_bulk_price.py").read_text()
-    assert "assert bulk_price(1.0, 100, {100: 50.0}) == pytest.approx(50.0)" in bulk
+    assert "assert bulk_price(1.0, 100, {100: 50.0}) == pytest.approx(50.0)" in bulk or (
+        "        (1.0, 100, {100: 50.0}, 50.0),\n" in bulk
+    )
     assert "assert x" not in bulk  # the completion was cut at the call's closing parenthesis
 
     # The files that landed pass under the real pytest, run from outside the project.
@@ -235,8 +242,8 @@ def test_src_layout_in_a_subproject(
     text = (project / "tests" / "test_ops_double.py").read_text()
     assert "sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'src'))" in text
     assert "from calc.ops import double  # noqa: E402" in text
-    assert "assert double(2) == 4" in text  # the model's first proposal
-    assert "assert double(-3) == -6" in text  # another value: what tells `2 * x` from `x + 2`
+    assert "        (2, 4),\n" in text  # the model's first proposal
+    assert "        (-3, -6),\n" in text  # another value: what tells `2 * x` from `x + 2`
     done = pytest_direct(project / "tests", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{written_count(result['summary'])} passed" in done.stdout

@@ -148,9 +148,11 @@ def test_a_call_that_changes_module_state_is_never_pinned(
     assert "every call that could be pinned changes state other tests see (RULES)" in message
     assert not (project / "tests" / "test_rules_add_rule.py").exists()
     text = written(results["normalize"], "tests/test_rules_normalize.py", project)
-    assert "assert normalize('Hello world') == 'hello world'" in text
+    # Calls that only return a value are rows of one parametrized test.
+    assert "def test_normalize(rule, expected):\n    assert normalize(rule) == expected\n" in text
+    assert "        ('Hello world', 'hello world'),\n" in text
     assert "add_rule" not in text
-    count = text.count("\ndef test_")
+    count = results["normalize"]["summary"].split()[0]  # a table's rows count, as in pytest
     assert passes_under_pytest(project / "tests", tmp_path).startswith(f"{count} passed")
 
 
@@ -213,9 +215,10 @@ def test_a_parameter_annotated_with_a_module_class_gets_an_instance(
 
     text = written(results["total"], "tests/test_carts_total.py", project)
     assert "from pkg.carts import total, Cart  # noqa: E402" in text
-    assert "assert total(Cart([1, 2, 3])) == 6" in text
-    calls = re.findall(r"^    assert total\((.*)\) == ", text, re.MULTILINE)
-    assert calls and all(call.startswith("Cart(") for call in calls)
+    assert "        (Cart([1, 2, 3]), 6),\n" in text
+    assert "    assert total(cart) == expected\n" in text
+    rows = re.findall(r"^        \((.*), \d+\),$", text, re.MULTILINE)
+    assert rows and all(row.startswith("Cart(") for row in rows)
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
@@ -241,7 +244,7 @@ def test_type_errors_are_pinned_only_where_the_module_raises_them(
     results = analyze(project, "pkg/words.py", capsys, monkeypatch, proposals=proposals)
 
     shout = written(results["shout"], "tests/test_words_shout.py", project)
-    assert "assert shout('abc') == 'ABC!'" in shout
+    assert "        ('abc', 'ABC!'),\n" in shout
     assert "pytest.raises" not in shout
     assert "None" not in shout and "42" not in shout
     check = written(results["check"], "tests/test_words_check.py", project)
@@ -250,7 +253,7 @@ def test_type_errors_are_pinned_only_where_the_module_raises_them(
         "    with pytest.raises(TypeError, match='value must be an int'):\n"
         "        check('x')\n"
     ) in check
-    assert "assert check(3) == 6" in check
+    assert "assert check(3) == 6" in check or "        (3, 6),\n" in check
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
@@ -276,8 +279,9 @@ def test_both_sides_of_a_boundary_are_asserted_and_messages_matched(
     results = analyze(project, "pkg/grades.py", capsys, monkeypatch)
 
     grade = written(results["grade"], "tests/test_grades_grade.py", project)
-    assert "assert grade(90) == 'A'" in grade
-    assert "assert grade(89) == 'B'" in grade
+    assert "        (90, 'A'),\n" in grade
+    assert "        (89, 'B'),\n" in grade
+    assert "    assert grade(score) == expected\n" in grade
     percent = written(results["percent"], "tests/test_grades_percent.py", project)
     (raised,) = re.findall(
         r"pytest\.raises\(ValueError, match=(.*)\):\n\s+(percent\(.*\))", percent
@@ -531,16 +535,26 @@ def test_rendered_tests_are_named_for_their_inputs_and_outcomes() -> None:
     ]
     tests = render_tests("apply_discount", chosen, ["price", "percent"], "pkg.pricing")
 
+    # The two calls that only return a value are one parametrized test (its rows also come
+    # as tests of their own, named for their inputs, for when one row fails under pytest).
     names = [test["name"] for test in tests]
-    assert names == [
-        "test_apply_discount",
-        "test_apply_discount_percent_150_0_raises_value_error",
-        "test_apply_discount_percent_0",
-    ]
+    assert names == ["test_apply_discount", "test_apply_discount_percent_150_0_raises_value_error"]
     assert tests[0]["code"] == (
-        "def test_apply_discount():\n"
-        "    assert apply_discount(100.0, 10.0) == pytest.approx(90.0)\n"
+        "@pytest.mark.parametrize(\n"
+        "    ('price', 'percent', 'expected'),\n"
+        "    [\n"
+        "        (100.0, 10.0, 90.0),\n"
+        "        (100.0, 0, 100.0),\n"
+        "    ],\n"
+        ")\n"
+        "def test_apply_discount(price, percent, expected):\n"
+        "    assert apply_discount(price, percent) == pytest.approx(expected)\n"
     )
+    assert tests[0]["cases"] == 2
+    assert [single["name"] for single in tests[0]["singles"]] == [
+        "test_apply_discount_1",
+        "test_apply_discount_percent_0_2",
+    ]
     assert (
         "    with pytest.raises(ValueError, match=r'percent must be <= 100 \\(not 150\\.0\\)'):\n"
         "        apply_discount(100.0, 150.0)\n"

@@ -26,6 +26,7 @@ from remora.tool_library.case_render import render_module
 from remora.tool_library.characterize import PROBE_SCRIPT, explore_calls
 from remora.tool_library.docstring_check import check_docstring
 from remora.tool_library.docstring_context import code_facts
+from remora.tool_library.docstring_doctest import doctest_examples, examples_section
 from remora.tool_library.docstring_parse import parse_docstring
 from remora.tool_library.docstring_rank import rank_drafts
 from remora.tool_library.docstring_render import render_docstring
@@ -235,7 +236,7 @@ def host_functions(
         failed = [
             {"name": name, "message": message or "failed"}
             for name, message in re.findall(
-                r"^(?:FAILED|ERROR) \S+::(\w+)(?: - (.*))?$", output, re.MULTILINE
+                r"^(?:FAILED|ERROR) \S+::(\w+)(?:\[[^\]\n]*\])?(?: - (.*))?$", output, re.MULTILINE
             )
         ]
         tail = " | ".join([line for line in output.strip().splitlines() if line][-3:])
@@ -336,6 +337,8 @@ def host_functions(
         "docstring_skip_reason": docstring_skip_reason,
         "code_facts": code_facts,
         "rank_drafts": rank_drafts,
+        "doctest_examples": doctest_examples,
+        "examples_section": examples_section,
     }
 
 

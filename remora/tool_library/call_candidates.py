@@ -108,9 +108,10 @@ def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef 
             ),
             [],
         )
-    return next(
-        (node for node in body if isinstance(node, ast.FunctionDef) and node.name == name), None
-    )
+    # The last definition of the name: the implementation after `@overload` signatures, the
+    # one a redefinition left in force.
+    found = [node for node in body if isinstance(node, ast.FunctionDef) and node.name == name]
+    return found[-1] if found else None
 
 
 def doctest_calls(definition: ast.FunctionDef, name: str, method: bool) -> list[str]:

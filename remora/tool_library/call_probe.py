@@ -20,6 +20,7 @@ constructors of the module's classes) before it got here.
 import ast
 import importlib
 import inspect
+import itertools
 import json
 import os
 import select
@@ -30,6 +31,8 @@ import time
 CALL_SECONDS = 2
 """How long one call may run before it counts as hanging (not pinned)."""
 REPR_LIMIT = 2000
+GENERATED_ITEMS = 50
+"""Items of a returned generator listed; more, and its items are not pinned."""
 
 
 class CallTimeout(BaseException):
@@ -109,6 +112,7 @@ def observe(module, path, lines, request, call, has_coverage):
         except Exception as error:
             return {"outcome": "setup_failed", "exception": type(error).__name__}
         function = getattr(instance, request["method"])
+        built = public_state(instance)
     else:
         function = getattr(module, request["function"])
     namespace["_split"] = lambda *args, **kwargs: (args, kwargs)
@@ -141,10 +145,17 @@ def observe(module, path, lines, request, call, has_coverage):
             tracer.start()
         try:
             value = function(*args, **kwargs)
+            consumed = inspect.isgenerator(value)
+            if consumed:  # a generator's behaviour is what it yields: a test lists it
+                value = list(itertools.islice(value, GENERATED_ITEMS + 1))
         finally:
             if tracer is not None:
                 tracer.stop()
         seen = {"outcome": "returned"} | described(value, module)
+        if consumed:
+            seen["generator"] = True
+            if len(value) > GENERATED_ITEMS:
+                seen["value"] = None  # endless or long: nothing a literal can hold
     except CallTimeout:
         return {"outcome": "timeout"}
     except Exception as error:
@@ -181,8 +192,9 @@ def observe(module, path, lines, request, call, has_coverage):
     seen["mutated"] = {
         name: literal(value) for name, (value, text) in mutable.items() if safe_repr(value) != text
     }
-    if instance is not None:
-        seen["instance"] = public_state(instance)
+    if instance is not None:  # what the call changed in the instance (or added to it)
+        after = public_state(instance)
+        seen["instance"] = {name: text for name, text in after.items() if built.get(name) != text}
     seen["sample"] = sample
     return seen
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-MAX_CASES = 8
-"""Cases per target: enough for its branches; more is noise a reviewer deletes."""
+MAX_CASES = 10
+"""Cases per target: enough for its branches; more is noise a reviewer deletes (calls that only
+return a value become rows of one parametrized test)."""
 CONTRADICTION_ERRORS = frozenset(
     {"TypeError", "AttributeError", "NameError", "UnboundLocalError", "RecursionError"}
 )
@@ -29,7 +30,9 @@ the parameters' use: never pinned."""
 ENVIRONMENT_ERRORS = frozenset({"OSError", "MemoryError", "SystemError"})
 """Bases of exceptions that depend on the machine (files, memory), not only on the call."""
 ORIGIN_RANK = {"call site": 0, "doctest": 0, "model": 1, "boundary": 2, "types": 2, "values": 3}
-OTHER_VALUES = 2
+OTHER_VALUES = 4
+PER_PARAMETER = 3
+"""Of those, varying one parameter at most."""
 """Returns of further values (same branches, other results) kept at most."""
 BOUNDARY_CASES = 3
 """Calls on a compared literal or beside it that return, added after the branch cover: the
@@ -143,7 +146,7 @@ def cover(
     chosen += edges[: max(0, min(BOUNDARY_CASES, MAX_CASES - len(chosen)))]
     values = {str(seen.get("value")) for _, seen in chosen}
     reference = next((split_arguments(str(c.get("arguments"))) for c, _ in chosen), [])
-    varied: set[int] = set()
+    varied: dict[int, int] = {}
     added = 0
     for item in usable:
         value = str(item[1].get("value"))
@@ -153,10 +156,12 @@ def cover(
         }
         if len(chosen) >= MAX_CASES or added >= OTHER_VALUES:
             break
-        fresh = value != "None" and value not in values and not differing & varied
+        often = any(varied.get(index, 0) >= PER_PARAMETER for index in differing)
+        fresh = value != "None" and value not in values and not often
         if item[1].get("outcome") == "returned" and fresh and len(differing) == 1:
             values.add(value)
-            varied |= differing
+            for index in differing:
+                varied[index] = varied.get(index, 0) + 1
             chosen.append(item)
             added += 1
     return chosen

@@ -39,8 +39,32 @@ def render_tests(
     )
     tests: list[dict[str, Any]] = []
     used: set[str] = set()
+    tables = example_tables(chosen, parameters)
     for item in chosen:
         candidate, seen = item["candidate"], item["seen"]
+        table = next((rows for rows in tables if rows[0] is item), None)
+        if table is not None:
+            name = base_name if base_name not in used else base_name + "_examples"
+            used.add(name)
+            test = render_table(name, owner, method, table, parameters)
+            # Each row as a test of its own, for when one row fails under pytest: the rest stay.
+            test["singles"] = [
+                render_one(
+                    f"{base_name}{describe(row['candidate'], reference, parameters, row['seen'])}"
+                    f"_{number}",
+                    owner,
+                    method,
+                    row["candidate"],
+                    row["seen"],
+                    parameters,
+                    module_name,
+                )
+                for number, row in enumerate(table, 1)
+            ]
+            tests.append(test)
+            continue
+        if any(item in rows for rows in tables):
+            continue
         name = base_name + describe(candidate, reference, parameters, seen)
         number = 2
         while name in used:
@@ -49,6 +73,90 @@ def render_tests(
         used.add(name)
         tests.append(render_one(name, owner, method, candidate, seen, parameters, module_name))
     return tests
+
+
+def plain_return(seen: Mapping[str, Any]) -> bool:
+    """A call whose whole behaviour is its literal return value."""
+    return (
+        seen.get("outcome") == "returned"
+        and seen.get("value") not in (None, "None")
+        and not seen.get("mutated")
+        and not seen.get("instance")
+    )
+
+
+def example_tables(
+    chosen: Sequence[Mapping[str, Any]], parameters: Sequence[str]
+) -> list[list[Mapping[str, Any]]]:
+    """Calls that only return a value, with the same arguments passed the same way (and, for a
+    method, the same instance), as one parametrized test: a table of inputs and results reads
+    better than a test each, and each row still pins a value."""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for item in chosen:
+        if not plain_return(item["seen"]):
+            continue
+        names = argument_names(str(item["candidate"]["arguments"]), parameters)
+        if names is None:
+            continue
+        key = (item["candidate"].get("instance"), tuple(names), bool(item["seen"].get("generator")))
+        groups.setdefault(key, []).append(item)
+    return [rows for rows in groups.values() if len(rows) >= 2]
+
+
+def argument_names(text: str, parameters: Sequence[str]) -> list[str] | None:
+    """The names the arguments of a call bind to (positional by the parameters' order), or None
+    where one cannot be a test's parameter (unknown position, a clash with `expected`)."""
+    try:
+        node = ast.parse(f"_({text})", mode="eval").body
+    except SyntaxError:
+        return None
+    assert isinstance(node, ast.Call)
+    if len(node.args) > len(parameters):
+        return None
+    names = [*parameters[: len(node.args)], *(str(k.arg) for k in node.keywords)]
+    return None if "expected" in names or len(set(names)) != len(names) else names
+
+
+def render_table(
+    name: str,
+    owner: str,
+    method: str,
+    rows: Sequence[Mapping[str, Any]],
+    parameters: Sequence[str],
+) -> dict[str, Any]:
+    first = rows[0]["candidate"]
+    names = argument_names(str(first["arguments"]), parameters) or []
+    head = ast.parse(f"_({first['arguments']})", mode="eval").body
+    positional = len(head.args) if isinstance(head, ast.Call) else 0
+    header = ", ".join(repr(n) for n in [*names, "expected"])
+    lines = ["@pytest.mark.parametrize(", f"    ({header}),", "    ["]
+    for row in rows:
+        node = ast.parse(f"_({row['candidate']['arguments']})", mode="eval").body
+        assert isinstance(node, ast.Call)
+        text = str(row["candidate"]["arguments"])
+        values = [source_of(text, arg) for arg in node.args]
+        values += [source_of(text, keyword.value) for keyword in node.keywords]
+        lines.append(f"        ({', '.join([*values, str(row['seen']['value'])])}),")
+    lines += ["    ],", ")", f"def {name}({', '.join([*names, 'expected'])}):"]
+    arguments = [*names[:positional], *(f"{n}={n}" for n in names[positional:])]
+    call = f"{method}({', '.join(arguments)})"
+    if owner:
+        lines.append(f"    {snake(owner)} = {first['instance']}")
+        call = f"{snake(owner)}.{call}"
+    if rows[0]["seen"].get("generator"):
+        call = f"list({call})"
+    floats = any(row["seen"].get("type") == "float" for row in rows)
+    lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")
+    used = [owner or method, *class_names(str(first.get("instance") or ""))]
+    for row in rows:
+        used += class_names(str(row["candidate"]["arguments"]))
+    return {
+        "name": name,
+        "code": "\n".join(lines) + "\n",
+        "names": list(dict.fromkeys(used)),
+        "uses_pytest": True,
+        "cases": len(rows),
+    }
 
 
 def render_one(
@@ -86,6 +194,8 @@ def render_one(
         call = f"{variable}.{method}({', '.join(arguments)})"
     else:
         call = f"{method}({', '.join(arguments)})"
+    if seen.get("generator"):
+        call = f"list({call})"
     if seen.get("outcome") == "raised":
         uses_pytest = True
         exception = str(seen["exception"])
@@ -104,7 +214,7 @@ def render_one(
         if value is not None and seen.get("type") == "float":
             uses_pytest = True
             lines.append(f"    assert {call} == pytest.approx({value})")
-        elif value == "None" and (seen.get("mutated") or seen.get("instance")):
+        elif value == "None":
             lines.append(f"    assert {call} is None")
         elif value is not None:
             lines.append(f"    assert {call} == {value}")

@@ -214,9 +214,12 @@ class InstanceFactory:
         )
         if init is not None and depth == 0:
             parameters = parameters_of(init, method=True)
+            shapes = compared_literals(init)
             for parameter in parameters:
-                values = typed_values(parameter, self, depth + 1)
-                parameter.pool = [v for v in values if v != parameter.default][:2]
+                kind = outer_type(parameter.annotation) or parameter.used_as
+                near = [v for v in shapes.get(parameter.name, []) if fits(v, kind)]
+                values = [*near[:2], *typed_values(parameter, self, depth + 1)]
+                parameter.pool = [v for v in dict.fromkeys(values) if v != parameter.default][:2]
             if all(p.pool for p in parameters):
                 every = {p.name: p.pool[0] for p in parameters}
                 typed.append(f"{name}({', '.join(call_arguments(parameters, every))})")
@@ -334,7 +337,43 @@ def compared_literals(definition: ast.FunctionDef) -> dict[str, list[str]]:
                 name = subject(name_node)
                 if name and isinstance(value_node, ast.Constant):
                     found.setdefault(name, []).extend(neighbours(value_node.value))
+    for name, values in text_shapes(definition).items():
+        found.setdefault(name, []).extend(values)
     return {name: list(dict.fromkeys(values)) for name, values in found.items()}
+
+
+SHAPED_BY = {
+    "startswith": lambda part: [part + "abc", part],
+    "endswith": lambda part: ["abc" + part, part],
+    "split": lambda part: ["a" + part + "b", part + "a" + part + "b"],
+    "rsplit": lambda part: ["a" + part + "b"],
+    "partition": lambda part: ["a" + part + "b"],
+    "rpartition": lambda part: ["a" + part + "b"],
+    "find": lambda part: ["a" + part + "b"],
+    "index": lambda part: ["a" + part + "b"],
+    "count": lambda part: ["a" + part + "b" + part],
+    "replace": lambda part: ["a" + part + "b"],
+    "strip": lambda part: [part + "abc" + part],
+}
+"""Text that exercises a str method the body calls on a parameter with a literal:
+`pointer.startswith("/")` makes "/abc" (and "/") worth trying, `sku.split("-")` "a-b"."""
+
+
+def text_shapes(definition: ast.FunctionDef) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(definition):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner, method = node.func.value, node.func.attr
+        argument = node.args[0] if node.args else None
+        if not isinstance(owner, ast.Name) or method not in SHAPED_BY:
+            continue
+        if not isinstance(argument, ast.Constant) or not isinstance(argument.value, str):
+            continue
+        if 0 < len(argument.value) <= 10:
+            shaped = SHAPED_BY[method](argument.value)
+            found.setdefault(owner.id, []).extend(repr(text) for text in shaped)
+    return found
 
 
 def subject(node: ast.expr) -> str:
