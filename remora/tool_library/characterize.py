@@ -117,12 +117,12 @@ async def model_proposals(
     temperatures: Sequence[float],
 ) -> tuple[list[str], list[str]]:
     """The model's argument lists for the target (and, for a method, for its class's
-    constructor), by continuing a test's first lines after the module's source: what base
-    models have seen after a module most often. Greedy first, then sampled; the drafting stops
-    at the first failed completion."""
+    constructor), by continuing a test's first lines after the code it tests: what base models
+    have seen after a module most often. Greedy first, then sampled; the drafting stops at the
+    first failed completion."""
     if complete is None or not temperatures:
         return [], []
-    prompt = source.rstrip() + "\n\n\n"
+    prompt = focused_source(source, owner, name).rstrip() + "\n\n\n"
     constructors: list[str] = []
     if owner:
         variable = owner[0].lower() + owner[1:]
@@ -134,6 +134,46 @@ async def model_proposals(
     else:
         opening = f"{prompt}def test_{name}():\n    result = {name}("
     return await continued(opening, complete, temperatures), constructors
+
+
+FOCUS_CHARACTERS = 6000
+"""The code shown before a completion at most: prompt tokens are the engine's main cost."""
+
+
+def focused_source(source: str, owner: str, name: str) -> str:
+    """What the model needs to propose a call, not the whole module: the module's imports and
+    its docstring, and the target (for a method: its class's first line, `__init__` and the
+    method), in the file's order. Every completion of a job evaluates this prompt: a 400-line
+    module costs ten times the tokens of the function it tests."""
+    tree = ast.parse(source)
+    lines = source.split("\n")
+    parts: list[str] = []
+
+    def segment(node: ast.AST) -> str:
+        first = min(
+            [getattr(node, "lineno", 1), *(d.lineno for d in getattr(node, "decorator_list", []))]
+        )
+        return "\n".join(lines[first - 1 : getattr(node, "end_lineno", first)])
+
+    docstring = ast.get_docstring(tree, clean=False)
+    if docstring is not None and tree.body:
+        parts.append(segment(tree.body[0]))
+    parts += [segment(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    if owner:
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner)
+        header = lines[cls.lineno - 1]
+        members = [
+            segment(member)
+            for member in cls.body
+            if isinstance(member, ast.FunctionDef) and member.name in ("__init__", name)
+        ]
+        parts.append("\n\n".join([header, *members]))
+    else:
+        definition = find_definition(tree, "", name)
+        if definition is not None:
+            parts.append(segment(definition))
+    text = "\n\n\n".join(parts)
+    return text[-FOCUS_CHARACTERS:] if len(text) > FOCUS_CHARACTERS else text
 
 
 async def continued(prompt: str, complete: Complete, temperatures: Sequence[float]) -> list[str]:
