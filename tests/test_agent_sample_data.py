@@ -125,7 +125,7 @@ def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
     for name, result in results.items():
         assert result["status"] == "success", result["error"]
         assert [c["file"] for c in result["changes"]] == [f"fixtures/pricing_{name}.json"]
-        assert result["outcome"] == "written" and result["turns"] == 1
+        assert result["outcome"] == "written" and result["turns"] == 0
         assert result["findings"] == []  # every parameter is annotated with a JSON type
         assert result["summary"].endswith(
             f" accepted by the function and validated (fixtures/pricing_{name}.json)"
@@ -161,13 +161,25 @@ def test_fixtures_land_with_fix_and_validate_against_the_signature_schema(
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"unit_price": 1.0, "quantity": "many"}, schema)
 
-    # What the model was shown first, from the runner's signature_schema: each parameter's
-    # JSON type and the sample format.
-    first = next(
-        json.loads(body["messages"][3]["content"])
-        for body in requests
-        if function_of(body) == "bulk_price"
+    # Both tools are observed: the chat model is never asked (the model's part is the
+    # completions that propose calls).
+    assert not any(body.get("messages") for body in requests)
+    # What signature_schema observes: each parameter's JSON type and the sample format.
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "tool",
+                "run",
+                "sample_data",
+                "signature_schema",
+                "--node",
+                "inventory/pricing.py::bulk_price",
+            ]
+        )
+        == 0
     )
+    first = json.loads(capsys.readouterr().out)["value"]
     assert first["sample_format"] == "bulk_price(unit_price=<number>, quantity=<integer>)"
     assert first["parameters"][2] == {
         "name": "tiers",
@@ -205,7 +217,7 @@ def test_rejected_and_invalid_samples_are_left_out_and_none_accepted_is_not_done
     assert re.search(
         r"write_samples: no call of draw that returned could be found \(\d+ tried\)", message
     )
-    assert rejected["changes"] == [] and rejected["turns"] == 1
+    assert rejected["changes"] == [] and rejected["turns"] == 0
     assert not (demo / "fixtures" / "odd_draw.json").exists()
 
     labels = results["label"]
