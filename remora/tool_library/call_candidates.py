@@ -31,7 +31,7 @@ from remora.tool_library.parameter_values import (
     parameters_of,
 )
 
-MAX_CANDIDATES = 40
+MAX_CANDIDATES = 48
 """Calls probed per target: each costs a forked child in two probe runs."""
 
 

@@ -145,7 +145,8 @@ def observe(module, path, lines, request, call, has_coverage):
             tracer.start()
         try:
             value = function(*args, **kwargs)
-            consumed = inspect.isgenerator(value)
+            iterated = request.get("method") in ("__iter__", "__reversed__")
+            consumed = inspect.isgenerator(value) or (iterated and hasattr(value, "__next__"))
             if consumed:  # a generator's behaviour is what it yields: a test lists it
                 value = list(itertools.islice(value, GENERATED_ITEMS + 1))
         finally:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-MAX_CASES = 10
+MAX_CASES = 12
 """Cases per target: enough for its branches; more is noise a reviewer deletes (calls that only
 return a value become rows of one parametrized test)."""
 CONTRADICTION_ERRORS = frozenset(
@@ -30,8 +30,8 @@ the parameters' use: never pinned."""
 ENVIRONMENT_ERRORS = frozenset({"OSError", "MemoryError", "SystemError"})
 """Bases of exceptions that depend on the machine (files, memory), not only on the call."""
 ORIGIN_RANK = {"call site": 0, "doctest": 0, "model": 1, "boundary": 2, "types": 2, "values": 3}
-OTHER_VALUES = 4
-PER_PARAMETER = 3
+OTHER_VALUES = 6
+PER_PARAMETER = 5
 """Of those, varying one parameter at most."""
 """Returns of further values (same branches, other results) kept at most."""
 BOUNDARY_CASES = 3

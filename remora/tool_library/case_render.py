@@ -75,6 +75,37 @@ def render_tests(
     return tests
 
 
+PROTOCOL = {
+    "__len__": "len({0})",
+    "__iter__": "list({0})",
+    "__reversed__": "list(reversed({0}))",
+    "__repr__": "repr({0})",
+    "__str__": "str({0})",
+    "__bool__": "bool({0})",
+    "__getitem__": "{0}[{1}]",
+    "__contains__": "{1} in {0}",
+    "__eq__": "{0} == {1}",
+}
+"""Special methods a test calls the way code does: `len(items)`, not `items.__len__()`."""
+
+
+def method_call(variable: str, method: str, arguments: Sequence[str]) -> str:
+    form = PROTOCOL.get(method)
+    if form is None or len(arguments) > (1 if "{1}" in form else 0) or "=" in "".join(arguments):
+        return f"{variable}.{method}({', '.join(arguments)})"
+    return form.format(variable, *arguments)
+
+
+def is_operator(call: str) -> bool:
+    return " in " in call or " == " in call
+
+
+def negated(call: str) -> str:
+    return (
+        call.replace(" in ", " not in ", 1) if " in " in call else call.replace(" == ", " != ", 1)
+    )
+
+
 def plain_return(seen: Mapping[str, Any]) -> bool:
     """A call whose whole behaviour is its literal return value."""
     return (
@@ -142,9 +173,11 @@ def render_table(
     call = f"{method}({', '.join(arguments)})"
     if owner:
         lines.append(f"    {snake(owner)} = {first['instance']}")
-        call = f"{snake(owner)}.{call}"
-    if rows[0]["seen"].get("generator"):
+        call = method_call(snake(owner), method, arguments)
+    if rows[0]["seen"].get("generator") and not call.startswith("list("):
         call = f"list({call})"
+    if call.startswith(("(", "not ")) or " in " in call or " == " in call:
+        call = f"({call})"
     floats = any(row["seen"].get("type") == "float" for row in rows)
     lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")
     used = [owner or method, *class_names(str(first.get("instance") or ""))]
@@ -191,11 +224,16 @@ def render_one(
     if owner:
         variable = snake(owner)
         lines.append(f"    {variable} = {candidate['instance']}")
-        call = f"{variable}.{method}({', '.join(arguments)})"
+        call = method_call(variable, method, arguments)
     else:
         call = f"{method}({', '.join(arguments)})"
-    if seen.get("generator"):
+    if seen.get("generator") and not call.startswith("list("):
         call = f"list({call})"
+    if seen.get("outcome") == "returned" and seen.get("type") == "bool" and is_operator(call):
+        # `assert 'a' in items`, `assert items != other`: the operator is the assertion.
+        truth = seen.get("value") == "True"
+        lines.append(f"    assert {call if truth else negated(call)}")
+        return finished(name, lines, owner, method, candidate, [], False)
     if seen.get("outcome") == "raised":
         uses_pytest = True
         exception = str(seen["exception"])
@@ -230,6 +268,18 @@ def render_one(
         if owner:
             for attribute, text in list((seen.get("instance") or {}).items())[:MAX_STATE_ASSERTS]:
                 lines.append(f"    assert {snake(owner)}.{attribute} == {text}")
+    return finished(name, lines, owner, method, candidate, names, uses_pytest)
+
+
+def finished(
+    name: str,
+    lines: list[str],
+    owner: str,
+    method: str,
+    candidate: Mapping[str, Any],
+    names: list[str],
+    uses_pytest: bool,
+) -> dict[str, Any]:
     names = [owner or method, *class_names(str(candidate.get("instance") or "")), *names]
     names += class_names(str(candidate["arguments"]))
     return {

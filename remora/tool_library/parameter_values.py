@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-POOL_SIZE = 7
+POOL_SIZE = 10
 """Values tried per parameter in one-at-a-time variations."""
 
 TYPE_VALUES: dict[str, list[str]] = {
@@ -255,7 +255,7 @@ def fill_pools(
         near = [value for value in boundaries.get(parameter.name, []) if fits(value, kind)]
         others = [value for value in module_literals if fits(value, kind) and kind]
         examples = quoted if kind == "str" else []
-        pool = [*examples[:2], *typed[:1], *near, *typed[1:], *others[:3]]
+        pool = [*examples[:2], *typed[:1], *near, *typed[1:], *others[:5]]
         parameter.boundaries = near
         if parameter.default is not None:
             pool.append(parameter.default)
