@@ -80,9 +80,9 @@ def candidate_calls(
     found: list[Candidate] = []
 
     def add(arguments: str, origin: str, instance: str | None = None) -> None:
-        candidate = Candidate(arguments, instance, origin)
-        if candidate not in found and len(found) < MAX_CANDIDATES:
-            found.append(candidate)
+        seen = any(c.arguments == arguments and c.instance == instance for c in found)
+        if not seen and len(found) < MAX_CANDIDATES:  # the first (most trusted) origin stays
+            found.append(Candidate(arguments, instance, origin))
 
     for arguments in call_sites(name, bool(owner), project_sources):
         add(arguments, "call site", instances[0])

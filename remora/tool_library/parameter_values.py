@@ -254,6 +254,8 @@ def fill_pools(
         kind = outer_type(parameter.annotation) or parameter.used_as
         near = [value for value in boundaries.get(parameter.name, []) if fits(value, kind)]
         others = [value for value in module_literals if fits(value, kind) and kind]
+        if kind == "str":  # words before patterns and punctuation: inputs, not machinery
+            others.sort(key=lambda text: not text.strip("'\"").isalpha())
         examples = quoted if kind == "str" else []
         pool = [*examples[:2], *typed[:1], *near, *typed[1:], *others[:5]]
         parameter.boundaries = near
@@ -335,8 +337,12 @@ def compared_literals(definition: ast.FunctionDef) -> dict[str, list[str]]:
         for left, right in itertools.pairwise(operands):
             for name_node, value_node in ((left, right), (right, left)):
                 name = subject(name_node)
-                if name and isinstance(value_node, ast.Constant):
-                    found.setdefault(name, []).extend(neighbours(value_node.value))
+                constants = [value_node]
+                if isinstance(value_node, ast.Tuple | ast.List | ast.Set):
+                    constants = list(value_node.elts)  # `x in (11, 12, 13)`
+                for constant in constants:
+                    if name and isinstance(constant, ast.Constant):
+                        found.setdefault(name, []).extend(neighbours(constant.value))
     for name, values in text_shapes(definition).items():
         found.setdefault(name, []).extend(values)
     return {name: list(dict.fromkeys(values)) for name, values in found.items()}
@@ -377,9 +383,24 @@ def text_shapes(definition: ast.FunctionDef) -> dict[str, list[str]]:
 
 
 def subject(node: ast.expr) -> str:
-    """The parameter a comparison is about: `x`, `len(x)` (a length: its neighbours are
-    numbers, not x's values, so only `x` itself counts)."""
-    return node.id if isinstance(node, ast.Name) else ""
+    """The name a comparison is about: `x`, or the one name in an arithmetic or conversion
+    of it (`abs(int(n)) % 100 in (11, 12, 13)` is about `n`: the literals are numbers it
+    reaches); not `len(x)` (a length's neighbours are no values of x)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "len":
+        return ""
+    names = {
+        child.id
+        for child in ast.walk(node)
+        if isinstance(child, ast.Name) and not is_called(child, node)
+    }
+    numeric = isinstance(node, ast.BinOp | ast.UnaryOp | ast.Call)
+    return names.pop() if numeric and len(names) == 1 else ""
+
+
+def is_called(name: ast.Name, tree: ast.expr) -> bool:
+    return any(isinstance(n, ast.Call) and n.func is name for n in ast.walk(tree))
 
 
 def neighbours(value: object) -> list[str]:
@@ -405,7 +426,7 @@ def literals(tree: ast.Module) -> list[str]:
             isinstance(value, str) and 0 < len(value) <= 20 and "\n" not in value
         ):
             counts[repr(value)] = counts.get(repr(value), 0) + 1
-    return sorted(counts, key=lambda text: -counts[text])[:12]
+    return sorted(counts, key=lambda text: -counts[text])[:40]
 
 
 def call_arguments(parameters: Sequence[Parameter], chosen: Mapping[str, str]) -> list[str]:
