@@ -140,6 +140,7 @@ def observe(module, path, lines, request, call, has_coverage):
     signal.signal(signal.SIGALRM, alarm)
     signal.alarm(CALL_SECONDS)
     seen = {}
+    consumed = False
     try:
         if tracer is not None:
             tracer.start()
@@ -161,6 +162,7 @@ def observe(module, path, lines, request, call, has_coverage):
         return {"outcome": "timeout"}
     except Exception as error:
         seen = {
+            "generator": consumed,  # raised while listing what it yields: a test lists it too
             "outcome": "raised",
             "exception": type(error).__name__,
             "exception_module": type(error).__module__,

@@ -29,8 +29,9 @@ TYPE_VALUES: dict[str, list[str]] = {
     "bool": ["True", "False"],
     "list": ["[1, 2, 3]", "[]", "['a', 'b']"],
     "tuple": ["(1, 2)", "()"],
-    "set": ["{1, 2}", "set()"],
-    "dict": ["{'a': 1, 'b': 2}", "{}"],
+    "set": ["{1, 2}", "{'a'}"],
+    # A mapping of sets too: graphs and dependency tables are dicts whose values are collections.
+    "dict": ["{'a': 1, 'b': 2}", "{}", "{1: {2, 3}, 2: {3}, 3: {4}}", "{1: {2}, 2: {1}}"],
     "none": ["None"],
 }
 """Values by the annotation's outer type (after `Optional`, `Sequence` ... are read as their
@@ -237,6 +238,25 @@ def all_defaulted(init: ast.FunctionDef) -> bool:
     return all(p.default is not None for p in parameters_of(init, method=True))
 
 
+def callee_usage(definition: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
+    """What a parameter passed on to another function of the module is used as there
+    (`toposort_flatten(data)` calls `toposort(data)`, which calls `data.items()`)."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    found: dict[str, str] = {}
+    for node in ast.walk(definition):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        callee = functions.get(node.func.id)
+        if callee is None or callee is definition:
+            continue
+        names = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]]
+        uses = usage(callee)
+        for position, argument in enumerate(node.args[: len(names)]):
+            if isinstance(argument, ast.Name) and uses.get(names[position]):
+                found.setdefault(argument.id, uses[names[position]])
+    return found
+
+
 def fill_pools(
     parameters: list[Parameter],
     definition: ast.FunctionDef,
@@ -249,7 +269,10 @@ def fill_pools(
     boundaries = compared_literals(definition)
     module_literals = literals(tree)
     quoted = docstring_strings(definition)
+    passed_on = callee_usage(definition, tree)
     for parameter in parameters:
+        if not parameter.annotation and parameter.default is None and not parameter.used_as:
+            parameter.used_as = passed_on.get(parameter.name, "")
         typed = typed_values(parameter, factory, 0)
         kind = outer_type(parameter.annotation) or parameter.used_as
         near = [value for value in boundaries.get(parameter.name, []) if fits(value, kind)]
