@@ -67,7 +67,7 @@ def test_the_test_agent_runs_pytest_in_the_projects_venv(
     (result,) = report["results"]
     assert result["status"] == "success", result["error"]
     text = (project / "tests" / "test_app_shout.py").read_text()
-    assert "assert shout(\"hi\") == 'HI!'" in text
+    assert "        (\"hi\", 'HI!'),\n" in text  # a row of the parametrized test
     done = subprocess.run(
         [str(venv_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=project,
