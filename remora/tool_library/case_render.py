@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from remora.tool_library.case_names import describe, snake
+
 MAX_STATE_ASSERTS = 4
 """Attributes asserted after a call: the ones that show the behaviour, not a dump."""
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
@@ -310,71 +312,6 @@ def source_of(text: str, node: ast.expr) -> str:
     """The node's own text in the candidate (the proposer's quoting), else unparsed."""
     segment = ast.get_source_segment(f"_({text})", node)
     return segment if segment is not None else ast.unparse(node)
-
-
-def describe(
-    candidate: Mapping[str, Any],
-    reference: Mapping[str, Any],
-    parameters: Sequence[str],
-    seen: Mapping[str, Any],
-) -> str:
-    """The name's tail: which argument differs from the reference call and how, and what the
-    call did when it raised."""
-    tail = ""
-    mine = named_arguments(str(candidate.get("arguments", "")), parameters)
-    theirs = named_arguments(str(reference.get("arguments", "")), parameters)
-    differing = [key for key in mine if mine.get(key) != theirs.get(key)]
-    differing += [key for key in theirs if key not in mine]
-    if 0 < len(differing) <= 2:
-        tail = "".join(f"_{key}_{value_word(mine.get(key, 'default'))}" for key in differing)
-    elif differing:
-        tail = "_" + "_".join(differing[:2])
-    elif candidate.get("instance") != reference.get("instance"):
-        tail = "_other_instance"
-    if seen.get("outcome") == "raised":
-        tail += "_raises_" + snake(str(seen.get("exception")))
-    return tail
-
-
-def named_arguments(text: str, parameters: Sequence[str]) -> dict[str, str]:
-    try:
-        node = ast.parse(f"_({text})", mode="eval").body
-    except SyntaxError:
-        return {}
-    assert isinstance(node, ast.Call)
-    found = {
-        (parameters[i] if i < len(parameters) else f"arg{i}"): ast.unparse(arg)
-        for i, arg in enumerate(node.args)
-    }
-    found |= {str(k.arg): ast.unparse(k.value) for k in node.keywords}
-    return found
-
-
-def value_word(text: str) -> str:
-    """A value as a word for a test name: 101, minus_2, 2_5, empty, none, true, abc."""
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError):
-        match = re.match(r"([A-Z]\w*)\(", text)
-        return snake(match.group(1)) if match else "object"
-    if value is None or isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int | float):
-        word = str(value).replace("-", "minus_").replace(".", "_")
-        return word.replace("+", "")
-    if isinstance(value, str | bytes | list | tuple | dict | set) and not value:
-        return "empty"
-    if isinstance(value, str):
-        word = re.sub(r"[^a-z0-9]+", "_", value.lower()).strip("_")[:16]
-        return word or "text"
-    return type(value).__name__
-
-
-def snake(name: str) -> str:
-    """CamelCase and dotted names as snake_case."""
-    name = name.replace(".", "_")
-    name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
-    return re.sub(r"_+", "_", name).lower().strip("_")
 
 
 def render_module(

@@ -12,10 +12,11 @@ constructor's own parameters, or proposed by the model. Call sites are calls peo
 from __future__ import annotations
 
 import ast
-import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from remora.tool_library.code_literals import compared_literals, docstring_strings, literals
 
 POOL_SIZE = 10
 """Values tried per parameter in one-at-a-time variations."""
@@ -339,117 +340,6 @@ def fits(value: str, kind: str) -> bool:
     """Whether a literal suits a parameter of `kind` ("" fits anything; an int suits float)."""
     have = literal_kind(value)
     return not kind or have == kind or (kind == "float" and have == "int")
-
-
-def docstring_strings(definition: ast.FunctionDef) -> list[str]:
-    """Quoted examples in the docstring ("Split a SKU such as "BOLT-0042"..."): values the
-    author thought typical."""
-    docstring = ast.get_docstring(definition) or ""
-    found = re.findall(r"(?<![\w])([\"'])([^\"'\n]{1,40})\1", docstring)
-    return list(dict.fromkeys(repr(text) for _, text in found))
-
-
-def compared_literals(definition: ast.FunctionDef) -> dict[str, list[str]]:
-    """For each name the body compares with a number or string: that literal and, for numbers,
-    its neighbours (the boundary and both sides of it)."""
-    found: dict[str, list[str]] = {}
-    for node in ast.walk(definition):
-        if not isinstance(node, ast.Compare):
-            continue
-        operands = [node.left, *node.comparators]
-        for left, right in itertools.pairwise(operands):
-            for name_node, value_node in ((left, right), (right, left)):
-                name = subject(name_node)
-                constants = [value_node]
-                if isinstance(value_node, ast.Tuple | ast.List | ast.Set):
-                    constants = list(value_node.elts)  # `x in (11, 12, 13)`
-                for constant in constants:
-                    if name and isinstance(constant, ast.Constant):
-                        found.setdefault(name, []).extend(neighbours(constant.value))
-    for name, values in text_shapes(definition).items():
-        found.setdefault(name, []).extend(values)
-    return {name: list(dict.fromkeys(values)) for name, values in found.items()}
-
-
-SHAPED_BY = {
-    "startswith": lambda part: [part + "abc", part],
-    "endswith": lambda part: ["abc" + part, part],
-    "split": lambda part: ["a" + part + "b", part + "a" + part + "b"],
-    "rsplit": lambda part: ["a" + part + "b"],
-    "partition": lambda part: ["a" + part + "b"],
-    "rpartition": lambda part: ["a" + part + "b"],
-    "find": lambda part: ["a" + part + "b"],
-    "index": lambda part: ["a" + part + "b"],
-    "count": lambda part: ["a" + part + "b" + part],
-    "replace": lambda part: ["a" + part + "b"],
-    "strip": lambda part: [part + "abc" + part],
-}
-"""Text that exercises a str method the body calls on a parameter with a literal:
-`pointer.startswith("/")` makes "/abc" (and "/") worth trying, `sku.split("-")` "a-b"."""
-
-
-def text_shapes(definition: ast.FunctionDef) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for node in ast.walk(definition):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        owner, method = node.func.value, node.func.attr
-        argument = node.args[0] if node.args else None
-        if not isinstance(owner, ast.Name) or method not in SHAPED_BY:
-            continue
-        if not isinstance(argument, ast.Constant) or not isinstance(argument.value, str):
-            continue
-        if 0 < len(argument.value) <= 10:
-            shaped = SHAPED_BY[method](argument.value)
-            found.setdefault(owner.id, []).extend(repr(text) for text in shaped)
-    return found
-
-
-def subject(node: ast.expr) -> str:
-    """The name a comparison is about: `x`, or the one name in an arithmetic or conversion
-    of it (`abs(int(n)) % 100 in (11, 12, 13)` is about `n`: the literals are numbers it
-    reaches); not `len(x)` (a length's neighbours are no values of x)."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "len":
-        return ""
-    names = {
-        child.id
-        for child in ast.walk(node)
-        if isinstance(child, ast.Name) and not is_called(child, node)
-    }
-    numeric = isinstance(node, ast.BinOp | ast.UnaryOp | ast.Call)
-    return names.pop() if numeric and len(names) == 1 else ""
-
-
-def is_called(name: ast.Name, tree: ast.expr) -> bool:
-    return any(isinstance(n, ast.Call) and n.func is name for n in ast.walk(tree))
-
-
-def neighbours(value: object) -> list[str]:
-    if isinstance(value, bool) or value is None:
-        return []
-    if isinstance(value, int):
-        return [repr(value + 1), repr(value), repr(value - 1)]
-    if isinstance(value, float):
-        return [repr(value + 1.0), repr(value), repr(value - 1.0)]
-    if isinstance(value, str) and len(value) <= 40:
-        return [repr(value)]
-    return []
-
-
-def literals(tree: ast.Module) -> list[str]:
-    """Short number and string literals anywhere in the module, most frequent first."""
-    counts: dict[str, int] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Constant) or isinstance(node.value, bool):
-            continue
-        value = node.value
-        if isinstance(value, int | float) or (
-            isinstance(value, str) and 0 < len(value) <= 20 and "\n" not in value
-        ):
-            counts[repr(value)] = counts.get(repr(value), 0) + 1
-    return sorted(counts, key=lambda text: -counts[text])[:40]
 
 
 def call_arguments(parameters: Sequence[Parameter], chosen: Mapping[str, str]) -> list[str]:
