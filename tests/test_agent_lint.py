@@ -1,5 +1,6 @@
-"""The bundled lint agent on the bundled example: real ruff, real fixes, a sensible scripted
-model that runs ruff, fixes what ruff can fix, and submits."""
+"""The bundled lint agent on the bundled example: real ruff, real fixes. The runner's run_ruff
+applies ruff's safe fixes itself; the scripted model is asked only to choose among unsafe fixes
+(`--unsafe-fixes`), and a sensible one applies each of them, then submits."""
 
 from __future__ import annotations
 
@@ -22,13 +23,10 @@ def sensible_linter(fix: bool) -> Any:
     def rule(body: dict[str, Any]) -> Any:
         offered = {tool["function"]["name"] for tool in body["tools"]}
         results = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
-        if "run_ruff" in offered and not results:
-            return tool_call("run_ruff", {})
-        rules = results[0].get("fixable_rules", []) if results else []
-        # One fix a turn: the FunctionGemma profile keeps one call per reply.
-        if fix and 1 <= len(results) <= len(rules) and "apply_fix" in offered:
-            return tool_call("apply_fix", {"rule": rules[len(results) - 1]})
-        return tool_call("submit_result", {"summary": f"{len(results)} tool results"})
+        # run_ruff's result as the model reads it: the unsafe fixes to apply or leave.
+        if fix and len(results) == 1 and results[0]["unsafe_fixes"] and "apply_fix" in offered:
+            return tool_call("apply_fix", {})
+        return tool_call("submit_result", {})
 
     return rule
 
@@ -61,6 +59,7 @@ def ruff_direct(root: Path) -> set[tuple[str, int, int, str]]:
 
 
 def analyze(demo: Path, capsys: pytest.CaptureFixture[str], fix: bool, *flags: str) -> Any:
+    """Exit code, JSON report, stderr and the model requests of `remora analyze . --agents lint`."""
     with ScriptedModelServer(rule=sensible_linter(fix)) as server:
         code = main(
             [
@@ -76,8 +75,10 @@ def analyze(demo: Path, capsys: pytest.CaptureFixture[str], fix: bool, *flags: s
                 *flags,
             ]
         )
+        requests = list(server.requests)
     captured = capsys.readouterr()
-    return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
+    report = json.loads(captured.out) if captured.out.strip() else None
+    return code, report, captured.err, requests
 
 
 def test_findings_are_exactly_what_ruff_reports(
@@ -85,7 +86,7 @@ def test_findings_are_exactly_what_ruff_reports(
 ) -> None:
     expected = ruff_direct(demo)
     assert {code for *_, code in expected} >= {"F401", "B006", "E722", "T201"}
-    code, report, _ = analyze(demo, capsys, fix=False)
+    code, report, _, requests = analyze(demo, capsys, fix=False)
     found = [
         (f["file"], f["line"], f["column"], f["rule"])
         for r in report["results"]
@@ -94,31 +95,55 @@ def test_findings_are_exactly_what_ruff_reports(
     assert code == 1
     assert sorted(found) == sorted(expected)  # each reported once, by the node that owns it
     assert {r["status"] for r in report["results"]} == {"success"}
+    # Nothing to choose without --unsafe-fixes: no job asked the model.
+    assert requests == []
+    assert {r["turns"] for r in report["results"]} == {0}
+    assert sum(r["usage"]["requests"] for r in report["results"]) == 0
 
 
 def test_safe_fixes_land_with_fix_and_unsafe_ones_need_the_flag(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, report, err = analyze(demo, capsys, True, "--fix")
+    found = ruff_direct(demo)
+    code, report, err, requests = analyze(demo, capsys, True, "--fix")
     assert "fixed inventory/stock.py" in err
+    assert requests == []  # the safe fix (F401) was applied by run_ruff, not chosen by the model
     remaining = {rule for *_, rule in ruff_direct(demo)}
     assert "F401" not in remaining  # safe: fixed
     assert {"B006", "T201", "E722"} <= remaining  # unsafe or unfixable: still there
-    reported = {f["rule"] for r in report["results"] for f in r["findings"]}
-    assert "F401" not in reported  # the job reports what remains after its fix
+    # The report lists what ruff found in the code, as `ruff check` does; the job's summary
+    # says what its fixes did.
+    reported = {
+        (f["file"], f["line"], f["column"], f["rule"])
+        for r in report["results"]
+        for f in r["findings"]
+    }
+    assert reported == found
+    module = next(r for r in report["results"] if r["node"]["file"].endswith("stock.py")
+                  and r["node"]["type"] == "file")  # fmt: skip
+    assert (module["outcome"], module["summary"]) == (
+        "fixed",
+        "ruff: 1 problem, 1 fixed by ruff's safe fixes (F401), 0 remain",
+    )
+    remove = next(r for r in report["results"] if r["node"]["qualified_name"] == "Stock.remove")
+    assert remove["summary"] == "ruff: 2 problems; unsafe fixes need --unsafe-fixes: T201"
     assert code == 1
 
-    code, _, err = analyze(demo, capsys, True, "--fix", "--unsafe-fixes")
+    code, _, err, requests = analyze(demo, capsys, True, "--fix", "--unsafe-fixes")
     remaining = {rule for *_, rule in ruff_direct(demo)}
     assert remaining == {"E722"}  # only the bare except, which ruff cannot fix
     assert "conflict" not in err  # fixes in different nodes of one file were merged
     compile((demo / "inventory" / "stock.py").read_text(), "stock.py", "exec")
+    # The model was asked only by the jobs with an unsafe fix to choose: B006 in
+    # report.render and Stock.__init__, T201 in report.render and Stock.remove.
+    asked = {request["messages"][1]["content"].split("`")[1] for request in requests}
+    assert asked == {"render", "Stock.__init__", "Stock.remove"}
 
 
-def test_the_projects_ruff_configuration_reaches_the_prompt(
+def test_the_model_reads_the_choice_not_the_whole_node(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # stock.py has a fixable problem (F401): the model is asked what to fix.
+    # stock.py's Stock.__init__ has an unsafe fix (B006): with --unsafe-fixes the model is asked.
     with ScriptedModelServer(rule=sensible_linter(False)) as server:
         main(
             [
@@ -127,11 +152,22 @@ def test_the_projects_ruff_configuration_reaches_the_prompt(
                 "--agents",
                 "lint",
                 "--no-cache",
+                "--unsafe-fixes",
                 "--base-url",
                 server.base_url,
             ]
         )
-        prompt = server.requests[0]["messages"][1]["content"]
+        requests = list(server.requests)
     capsys.readouterr()
+    first = next(r for r in requests if "Stock.__init__" in r["messages"][1]["content"])
+    prompt = first["messages"][1]["content"]
+    # The project's ruff configuration reaches the prompt...
     assert "# pyproject.toml\n[tool.ruff]\nline-length = 100" in prompt
     assert 'select = ["E", "F", "B", "T20", "UP"]' in prompt
+    # ...the node's text does not: the observation shows the lines around the choice.
+    assert "self.items = items" not in prompt
+    observation = json.loads(first["messages"][-1]["content"])
+    assert set(observation) == {"summary", "unsafe_fixes", "next"}
+    (choice,) = observation["unsafe_fixes"]
+    assert (choice["rule"], choice["line"]) == ("B006", 6)
+    assert choice["code"] == "6:     def __init__(self, items={}):\n7:         self.items = items"

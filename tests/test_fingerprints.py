@@ -26,7 +26,8 @@ def submit(body: dict[str, Any]) -> Any:
     return tool_call("submit_result", {"summary": "done"})
 
 
-def lint(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str]:
+def run_lint(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str, str]:
+    """`remora analyze . --agents lint`: exit code, stdout (the report) and stderr."""
     with ScriptedModelServer(rule=submit) as server:
         code = main(
             [
@@ -41,12 +42,18 @@ def lint(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str]:
             ]
         )
     captured = capsys.readouterr()
-    return code, captured.out + captured.err
+    return code, captured.out, captured.err
+
+
+def lint(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str]:
+    code, out, err = run_lint(capsys, *flags)
+    return code, out + err
 
 
 def alerts(capsys: pytest.CaptureFixture[str]) -> dict[str, tuple[str, str, int]]:
-    """Fingerprint -> (rule, file, line) of every SARIF result."""
-    _, out = lint(capsys, "--format", "sarif")
+    """Fingerprint -> (rule, file, line) of every SARIF result. The SARIF log is stdout alone:
+    stderr says what else happened (e.g. that ruff's safe fixes were not applied)."""
+    _, out, _ = run_lint(capsys, "--format", "sarif")
     found = {}
     for run in json.loads(out)["runs"]:
         for result in run["results"]:

@@ -577,10 +577,10 @@ async def test_lint_job_on_the_demo_with_the_runner(
     demo: Path,
     profile: ModelProfileName,
 ) -> None:
-    async def lint(node: Node) -> JobResult:
+    async def lint(node: Node, agent: Agent = lint_agent) -> JobResult:
         async with ToolSandbox() as sandbox:
             return await FunctionGemmaRunner(
-                lint_agent,
+                agent,
                 node,
                 model=engine,
                 sandbox=sandbox,
@@ -597,14 +597,26 @@ async def test_lint_job_on_the_demo_with_the_runner(
     assert {finding.rule for finding in result.findings} == {"E722", "T201"}
     assert result.turns == 0 and result.usage.completion_tokens == 0
 
-    # stock.py's module node: F401, which ruff fixes, so the model chooses what to apply.
+    # stock.py's module node: F401, which ruff fixes safely: run_ruff applies the fix itself and
+    # the job ends there, verified, without a model turn.
     found = discover_nodes([demo], root=demo)
     module = next(n for n in found.nodes if n.type == "file" and n.file.endswith("stock.py"))
     result = await lint(module)
     assert result.status is JobStatus.SUCCESS, result.error
+    assert result.outcome == "fixed"
+    assert "F401" in {finding.rule for finding in result.findings}
+    assert result.turns == 0 and result.usage.completion_tokens == 0
+
+    # Stock.__init__'s mutable default (B006) has only an unsafe fix: with --unsafe-fixes the
+    # real model chooses, apply_fix or submit_result; the outcome is still the tools' own.
+    unsafe = load_agent(
+        LINT_AGENT, model="google/functiongemma-270m-it", options={"unsafe_fixes": True}
+    )
+    result = await lint(demo_node(demo, "Stock.__init__"), unsafe)
+    assert result.status is JobStatus.SUCCESS, result.error
     assert result.outcome in ("checked", "fixed")
-    assert "F401" in {finding.rule for finding in result.findings} or result.outcome == "fixed"
-    assert 1 <= result.turns <= lint_agent.max_turns
+    assert "B006" in {finding.rule for finding in result.findings}
+    assert 1 <= result.turns <= unsafe.max_turns
     assert result.usage.completion_tokens > 0
 
 

@@ -1,9 +1,9 @@
 """The turn loop: one agent on one node, model and sandboxed tools taking turns until
-`submit_result`, the turn limit, the time limit or a model error."""
+`submit_result`, a tool's final result, the turn limit, the time limit, a model error or a
+prompt too long for the model's context (that request refused, the job's verified work kept)."""
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -20,15 +20,17 @@ from remora.edits.workspace import Workspace
 from remora.events import NO_EVENTS, JobEvents
 from remora.findings.results import ErrorCode, Finding, JobError, JobResult, JobStatus
 from remora.jobs.profiles import ModelProfile, call_grammar
+from remora.jobs.tool_calls import BadCall, check_call, model_content, record_findings
 from remora.jobs.transcripts import NO_RECORDING, TranscriptRecorder
 from remora.jobs.turn_reply import TurnReply, UnsureReply
-from remora.protocol.completion import CompletionModel, CompletionRequest
+from remora.protocol.completion import Completion, CompletionModel, CompletionRequest
 from remora.protocol.messages import (
     ChatModel,
     ChatRequest,
     Message,
     ModelError,
     ModelReply,
+    PromptTooLong,
     ToolCall,
     ToolChoice,
     tool_message,
@@ -37,8 +39,6 @@ from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions, injected_context
 
-MAX_ARGUMENTS_BYTES = 1 << 20
-"""Longer tool-call arguments are refused before parsing: no agent needs them."""
 REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
 FINAL_REMINDER = "This is the last turn: call submit_result now."
 
@@ -49,10 +49,6 @@ class JobEnded(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.error = JobError(code=code, message=message)
-
-
-class BadCall(Exception):
-    """A call the model got wrong; the message goes back to it as the tool result."""
 
 
 class ToolFault(Exception):
@@ -112,6 +108,7 @@ class FunctionGemmaRunner:
         submitted: dict[str, Any] | None = None
         status = JobStatus.FAILED
         error: JobError | None
+        not_asked = ""
         try:
             with anyio.fail_after(self.settings.job_timeout):
                 submitted = await self._turn_loop()
@@ -123,12 +120,17 @@ class FunctionGemmaRunner:
             error = JobError(code=ErrorCode.TIME_LIMIT, message=message)
         except ToolFault as fault:
             status, error = JobStatus.ERROR, fault.error
+        except PromptTooLong as too_long:  # a refusal, not an error: the verified work stays
+            self.turns -= 1  # the request was not made
+            not_asked = f"model not asked: {too_long}"
+            error = JobError(code=ErrorCode.NOT_DONE, message=not_asked)
         except ModelError as exc:
             status, error = JobStatus.ERROR, JobError(code=exc.code, message=exc.message)
         except UnsureReply as unsure:
             error = JobError(code=unsure.code, message=str(unsure))
         outcome, summary = self.verified or (None, "")
         if status is JobStatus.FAILED and outcome is not None:
+            summary += f"; {not_asked}" if not_asked else ""
             status, error = JobStatus.SUCCESS, None
         writes, options = self.agent.definition.writes, self.agent.options
         changes, refused = scoped_changes(writes, options, self.node, self.workspace)
@@ -210,7 +212,7 @@ class FunctionGemmaRunner:
         for call in calls:
             self.seen_calls.add((call.name, "{}"))  # the model repeating it is told so
             outcome = await self._run_tool(self.tools[call.name], {})
-            self.messages.append(tool_message(call, outcome.content()))
+            self.messages.append(tool_message(call, model_content(outcome)))
             if self._finished():
                 break
 
@@ -233,13 +235,15 @@ class FunctionGemmaRunner:
             self.turns,
         )
 
-    async def _complete(self, request: CompletionRequest) -> str:
-        """The `complete` host function: the job's model continues a text for a tool."""
+    async def _complete(self, request: CompletionRequest) -> Completion:
+        """The `complete` and `score_text` host functions: the job's model continues (or
+        scores) a text for a tool."""
         if not isinstance(self.model, CompletionModel):
             raise RuntimeError("complete: this model server does not offer completions")
         started = time.perf_counter()
         completion = await self.model.complete_text(model=self.agent.model, request=request)
-        self.recorder.completion(request.prompt, completion.text)
+        if request.score is None:  # a score is no text the model wrote
+            self.recorder.completion(request.prompt, completion.text)
         usage = self.replies.usage
         usage.prompt_tokens += completion.usage.prompt_tokens
         usage.completion_tokens += completion.usage.completion_tokens
@@ -251,7 +255,7 @@ class FunctionGemmaRunner:
             completion_tokens=completion.usage.completion_tokens,
             payload=self.events.payload({"prompt": request.prompt, "text": completion.text}),
         )
-        return completion.text
+        return completion
 
     def _count_repair(self, problems: list[str]) -> None:
         self.repairs += 1
@@ -292,38 +296,11 @@ class FunctionGemmaRunner:
             outcomes[index] = await self._run_tool(tool, arguments)
         for call, outcome in zip(calls, outcomes, strict=True):
             assert outcome is not None
-            self.messages.append(tool_message(call, outcome.content()))
+            self.messages.append(tool_message(call, model_content(outcome)))
         return submitted, problems
 
     def _validate(self, call: ToolCall, offered: set[str]) -> dict[str, Any]:
-        if call.name not in offered:
-            raise BadCall(
-                f"unknown tool {call.name[:80]!r}; available now: {', '.join(sorted(offered))}"
-            )
-        if len(call.arguments) > MAX_ARGUMENTS_BYTES:
-            raise BadCall(f"arguments longer than {MAX_ARGUMENTS_BYTES} characters")
-        try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise BadCall(f"arguments are not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise BadCall("arguments are nested too deeply") from None
-        if not isinstance(arguments, dict):
-            raise BadCall("arguments must be a JSON object")
-        try:
-            errors = [
-                f"{'/'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
-                for error in self.validators[call.name].iter_errors(arguments)
-            ]
-        except RecursionError:
-            raise BadCall("arguments are nested too deeply") from None
-        if errors:
-            raise BadCall("invalid arguments: " + "; ".join(sorted(errors)))
-        key = (call.name, json.dumps(arguments, sort_keys=True))
-        if key in self.seen_calls:
-            raise BadCall("this exact call was already made; its result is above")
-        self.seen_calls.add(key)
-        return arguments
+        return check_call(call, offered, self.validators, self.seen_calls)
 
     def _finished(self) -> bool:
         """A tool said nothing is left for the model to do (a method: it changes under
@@ -382,19 +359,8 @@ class FunctionGemmaRunner:
             if outcome.value.get("replaces_findings") is True:
                 self.findings.clear()  # e.g. after a fix: the tool reports what remains
             try:
-                self._record_findings(outcome.value["findings"])
+                record_findings(self.findings, outcome.value["findings"], self.node)
             except (ValidationError, TypeError) as exc:
                 outcome = ToolOutcome(ok=False, error=f"{tool.name} returned bad findings: {exc}")
         self._observe(tool, outcome)
         return outcome
-
-    def _record_findings(self, raw: object) -> None:
-        if not isinstance(raw, list):
-            raise TypeError("'findings' must be a list")
-        for item in raw:
-            if not isinstance(item, dict):
-                raise TypeError("each finding must be a dict")
-            data = {"file": self.node.file, "line": self.node.start_line, **item}
-            finding = Finding.model_validate(data)
-            key = (finding.rule, finding.file, finding.line, finding.column, finding.message)
-            self.findings.setdefault(key, finding)

@@ -59,6 +59,18 @@ class ModelError(Exception):
         self.message = message
 
 
+class PromptTooLong(ModelError):
+    """The request was not made: its prompt does not fit the model's context. Not a failure of
+    the model or the run: the runner refuses that request and ends the job with what its tools
+    verified (docs/LOCAL_ENGINE.md, "Prompts longer than the context")."""
+
+    def __init__(self, tokens: int, context: int, hint: str = "") -> None:
+        message = f"the prompt has {tokens} tokens, more than the context of {context}"
+        super().__init__(f"{message} ({hint})" if hint else message)
+        self.tokens = tokens
+        self.context = context
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChatRequest:
     """One chat-completions request, as every engine and the router take it."""
