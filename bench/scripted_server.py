@@ -75,11 +75,14 @@ class BundledAgents:
         if prompt.endswith('"""'):
             names = re.findall(r"(?:def|class) ([A-Za-z_]\w*)", prompt)
             return f"\n    Summary of {names[-1] if names else 'it'}.\n    "
-        parameter = re.search(r"\n {8}\**(\w+):$", prompt)
+        # An entry line may carry the annotation ("price (float):"); sentences name the code,
+        # as the docstring agent grounds them.
+        parameter = re.search(r"\n +\**(\w+)(?: \([^)]*\))?:$", prompt)
         if parameter:
-            return f" Description of {parameter[1]}.\n"
+            return f" The {parameter[1]} to use.\n"
         if prompt.endswith("The"):
-            return " description of the result.\n"
+            names = re.findall(r"(?:def|class) ([A-Za-z_]\w*)", prompt)
+            return f" value of {names[-1] if names else 'it'}.\n"
         return ""
 
 

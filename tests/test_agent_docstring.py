@@ -87,13 +87,14 @@ EXTRA = {
 
 
 class DocstringWriter:
-    """A sensible model: after the runner's inspect_docstring, call write_docstring when it asks
-    for one, else submit; and, as the completion endpoint, continue the code as a base model
-    would: "Summary of NAME" after the opening quotes, "Description of PARAM" after an Args
-    entry, "description of the result" after "Returns: The".
+    """A sensible model. The runner observes inspect_docstring and write_docstring, so the chat
+    rule is asked only when a job stays open (it then submits). As the completion endpoint it
+    continues the code as a base model would: "Summary of NAME" after the opening quotes,
+    "The PARAM to use." after an Args entry, "value of NAME" after "Returns: The"; as the
+    reviewer (`score_text`) it finds the code likelier after a summary than without one.
 
     `summary` overrides the greedy summary (to make it write something bad); `retry` makes the
-    tool's second, sampled draft a plain summary.
+    tool's sampled drafts a plain summary.
     """
 
     def __init__(self, summary: str | None = None, *, retry: bool = False) -> None:
@@ -114,18 +115,21 @@ class DocstringWriter:
         self.writes.append({})
         return tool_call("write_docstring", {}) if not written else self._submit()
 
-    def complete(self, body: dict[str, Any]) -> str:
+    def complete(self, body: dict[str, Any]) -> str | float:
         prompt = body["prompt"]
+        if body.get("echo"):  # the reviewer: log-probability per token of the code
+            return -0.2 if '"""Summary of' in prompt else -1.0
         if prompt.endswith('"""'):
             if self.summary is not None and not (self.retry and body.get("temperature")):
                 return self.summary
             names = re.findall(r"(?:def|class) ([A-Za-z_]\w*)", prompt)
             return f"\n    Summary of {names[-1]}.\n    "
-        parameter = re.search(r"\n {8}\**(\w+):$", prompt)
+        parameter = re.search(r"\n +\**(\w+)(?: \([^)]*\))?:$", prompt)
         if parameter:
-            return f" Description of {parameter[1]}.\n"
+            return f" The {parameter[1]} to use.\n"
         if prompt.endswith("The"):
-            return " description of the result.\n"
+            names = re.findall(r"(?:def|class) ([A-Za-z_]\w*)", prompt)
+            return f" value of {names[-1]}.\n"
         return ""
 
     @staticmethod
@@ -144,7 +148,12 @@ def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, text in EXTRA.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
-    (root / "remora.yaml").write_text("server:\n  retries: 0\n  timeout: 10\n")
+    # The scripted model's reviewer favours its own summaries: with the reviewer on, they are
+    # confident enough to be written (its grounding alone is not: "Summary of" is in no code).
+    (root / "remora.yaml").write_text(
+        "server:\n  retries: 0\n  timeout: 10\n"
+        "agents:\n  docstring:\n    options:\n      reviewer: true\n"
+    )
     monkeypatch.chdir(root)
     return root
 
@@ -196,31 +205,31 @@ EXPECTED_PRICE_DOCSTRING = {
         Summary of discounted.
 
         Args:
-            price: Description of price.
-            percent: Description of percent.
+            price: The price to use.
+            percent: The percent to use. Defaults to ``0.0``.
 
         Returns:
-            The description of the result.""",
+            The value of discounted.""",
     "numpy": """\
         Summary of discounted.
 
         Parameters
         ----------
         price
-            Description of price.
+            The price to use.
         percent
-            Description of percent.
+            The percent to use. Defaults to ``0.0``.
 
         Returns
         -------
         float
-            The description of the result.""",
+            The value of discounted.""",
     "sphinx": """\
         Summary of discounted.
 
-        :param price: Description of price.
-        :param percent: Description of percent.
-        :returns: The description of the result.""",
+        :param price: The price to use.
+        :param percent: The percent to use. Defaults to ``0.0``.
+        :returns: The value of discounted.""",
 }
 EXPECTED_SHELF_ADD = {
     "google": '''\
@@ -228,8 +237,8 @@ EXPECTED_SHELF_ADD = {
         """Summary of add.
 
         Args:
-            name: Description of name.
-            count: Description of count.
+            name: The name to use.
+            count: The count to use.
         """
         # Counts may be negative: a return to stock.
 ''',
@@ -240,9 +249,9 @@ EXPECTED_SHELF_ADD = {
         Parameters
         ----------
         name
-            Description of name.
+            The name to use.
         count
-            Description of count.
+            The count to use.
         """
         # Counts may be negative: a return to stock.
 ''',
@@ -250,8 +259,8 @@ EXPECTED_SHELF_ADD = {
     def add(self, name: str, count: int) -> None:
         """Summary of add.
 
-        :param name: Description of name.
-        :param count: Description of count.
+        :param name: The name to use.
+        :param count: The count to use.
         """
         # Counts may be negative: a return to stock.
 ''',
@@ -330,7 +339,7 @@ def transfer(name, count, target):
     Args:
         name: The item to move.
         count: How many to move.
-        target: Description of target.
+        target: The target to use.
 
     Raises:
         KeyError: When the item is unknown.
@@ -357,8 +366,9 @@ def test_correct_and_private_definitions_are_left_alone(
     assert jobs["styled/documented.py::restock"]["submitted"] is None
     # The short docstring of the demo's parse_sku has no sections to disagree: it stays.
     assert jobs["inventory/pricing.py::parse_sku"]["changes"] == []
-    # No write_docstring call for them: the model was told there is nothing to do.
-    assert len(model.writes) == sum(1 for r in report["results"] if r["changes"])
+    # No job asked the model for a chat turn: the tools settled every one.
+    assert model.writes == []
+    assert all(r["turns"] == 0 for r in report["results"]), report["results"]
 
 
 def test_drafts_that_copy_code_are_refused(demo: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -383,7 +393,7 @@ def test_a_refused_draft_is_drafted_again(demo: Path, capsys: pytest.CaptureFixt
     _, report = analyze(model, "--fix", capsys=capsys)
     job = results_by_name(report)["styled/price.py::discounted"]
     assert job["outcome"] == "written"
-    assert job["turns"] == 1  # write_docstring ended the job: no submit_result needed
+    assert job["turns"] == 0  # write_docstring, observed by the runner, ended the job
     written = docstring_of(demo / "styled/price.py", "discounted")
     assert written is not None and written.startswith("Summary of discounted.\n")
 
@@ -672,8 +682,9 @@ def test_recorded_drafts_say_which_the_tool_kept(
         if transcript.node == "styled/price.py::discounted"
     ]
     assert job.verified
-    assert job.turns[0].kind == "chat"  # the turn, then the completions its tool asked for
-    drafts = {turn.kept_part().strip(): turn.kept for turn in job.turns[1:]}
-    assert all(turn.kind == "completion" for turn in job.turns[1:])
+    # No chat turn: the runner observed both tools; the completions are what write_docstring
+    # asked for (the reviewer's scores are not recorded: the model wrote nothing).
+    assert all(turn.kind == "completion" for turn in job.turns)
+    drafts = {turn.kept_part().strip(): turn.kept for turn in job.turns}
     assert drafts["return round(price, 2)"] is False
     assert drafts["Summary of discounted."] is True

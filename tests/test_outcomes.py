@@ -125,8 +125,9 @@ def test_lint_is_done_by_the_runners_ruff_run_not_by_the_models_words(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """run_ruff is the lint agent's observation: the runner makes it before the model's first
-    turn, so whatever the model says, ruff ran and its findings stand; the model is asked only
-    where ruff can fix something (F401 on the module), and its copied sentence is dropped."""
+    turn, so whatever the model would say, ruff ran and its findings stand. It applies ruff's
+    safe fixes itself (F401 on the module) and, with no unsafe fix to choose (they need
+    --unsafe-fixes), ends every job without asking the model anything."""
     code, report, _, requests = analyze(
         capsys, lambda body: SUBMIT, "inventory/stock.py", "--agents", "lint", "--format", "json"
     )
@@ -139,12 +140,17 @@ def test_lint_is_done_by_the_runners_ruff_run_not_by_the_models_words(
         "T201",
     }
     assert {r["status"] for r in results.values()} == {"success"}
-    assert {r["outcome"] for r in results.values()} == {"checked"}
+    assert {r["outcome"] for r in results.values()} == {"checked", "fixed"}
     asked = [name for name, r in results.items() if r["turns"]]
-    assert asked == ["<module>"] and requests == 1
-    assert results["<module>"]["summary"] == "ruff: 1 problem (fixable: F401)"
-    assert results["<module>"]["note"] is None  # the model copied the schema's description
-    assert results["Stock.remove"]["summary"] == "ruff: 2 problems"
+    assert asked == [] and requests == 0
+    module = results["<module>"]
+    assert module["outcome"] == "fixed"
+    assert module["summary"] == "ruff: 1 problem, 1 fixed by ruff's safe fixes (F401), 0 remain"
+    assert results["Stock.remove"]["outcome"] == "checked"
+    assert (
+        results["Stock.remove"]["summary"]
+        == "ruff: 2 problems; unsafe fixes need --unsafe-fixes: T201"
+    )
 
 
 def test_docstring_not_done_names_the_last_refusal(
@@ -165,8 +171,9 @@ def test_docstring_not_done_names_the_last_refusal(
     assert result["status"] == "failed"
     assert result["error"]["code"] == "not_done"
     message = result["error"]["message"]
-    assert message.startswith("submitted without a verified outcome (written or updated or")
-    assert "1 tool refusal, last: write_docstring: summary: the draft 'It.' is too short" in message
+    # write_docstring is observed and final: the job ends on its refusal, without a turn.
+    assert message.startswith("finished without a verified outcome (written or updated or")
+    assert "write_docstring: no sound draft: summary: the draft 'It.' is too short" in message
     assert result["changes"] == []
     assert code == 1
 
@@ -179,12 +186,12 @@ def test_docstring_written_gets_remoras_summary(
 
     def complete(body: dict[str, Any]) -> str:
         prompt = body["prompt"]
-        if prompt.endswith("price:"):
-            return " The full price.\n"
-        if prompt.endswith("percent:"):
-            return " How much to take off.\n"
+        if prompt.endswith(("price:", "price (float):")):
+            return " The price to discount.\n"
+        if prompt.endswith(("percent:", "percent (float):")):
+            return " The percent of the price to discount.\n"
         if prompt.endswith("The"):
-            return " reduced price.\n"
+            return " discounted price.\n"
         return "\n    Take a percentage off a price.\n"
 
     with ScriptedModelServer(rule=rule, completion=complete) as server:
@@ -197,11 +204,11 @@ def test_docstring_written_gets_remoras_summary(
     result = by_qualname(report)["apply_discount"]
     assert result["status"] == "success", result["error"]
     assert result["outcome"] == "written"
-    assert result["summary"] == "docstring written (google style, 2 parameters)"
-    assert result["turns"] == 1 and result["submitted"] is None
+    assert result["summary"].startswith("docstring written (google style, 2 parameters; confid")
+    assert result["turns"] == 0 and result["submitted"] is None  # observed: no chat turn
     assert [c["file"] for c in result["changes"]] == ["inventory/pricing.py"]
-    assert "+        percent: How much to take off." in result["changes"][0]["diff"]
-    assert "+        The reduced price." in result["changes"][0]["diff"]
+    assert "+        percent: The percent of the price to discount." in result["changes"][0]["diff"]
+    assert "+        The discounted price." in result["changes"][0]["diff"]
     assert completions >= 4
     # parse_sku's docstring is current: the runner's inspection ended it, no model request.
     assert by_qualname(report)["parse_sku"]["turns"] == 0

@@ -44,9 +44,10 @@ def continuation(body: dict[str, Any]) -> str:
     if prompt.endswith('"""'):
         name = re.findall(r"(?:def|class) (\w+)", prompt)[-1]
         return f"\n    Summary of {name}.\n    "
-    if parameter := re.search(r"\n {8}\**(\w+):$", prompt):
-        return f" Description of {parameter[1]}.\n"
-    return " description of the result.\n" if prompt.endswith("The") else ""
+    if parameter := re.search(r"\n +\**(\w+)(?: \([^)]*\))?:$", prompt):
+        return f" The {parameter[1]} to use.\n"
+    name = re.findall(r"(?:def|class) (\w+)", prompt)[-1]
+    return f" value of {name}.\n" if prompt.endswith("The") else ""
 
 
 def analyze(
@@ -69,7 +70,9 @@ def without_timings(value: Any) -> Any:
 def test_reports_are_identical_with_one_and_several_workers(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Every draft written, however (un)grounded: this test is about workers, not drafts.
     flags = ["--agents", "lint,docstring", "--concurrency", "8"]
+    flags += ["-c", "agents.docstring.options.min_confidence=0"]
     with ScriptedModelServer(rule=bundled_agents, completion=continuation) as server:
         one_code, one = analyze(capsys, server, *flags, "--workers", "1")
         three_code, three = analyze(capsys, server, *flags, "--workers", "3")

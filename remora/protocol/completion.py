@@ -19,6 +19,8 @@ from remora.protocol.messages import MalformedReply
 MAX_COMPLETION_TOKENS = 256
 """What one completion may ask for: prose and values are short; a run-on reply is not."""
 MAX_STOPS = 8
+MAX_SCORED_CHARS = 20_000
+"""A scored continuation is a function's code, not a file."""
 
 
 class CompletionRequest(BaseModel):
@@ -27,6 +29,10 @@ class CompletionRequest(BaseModel):
     """The continuation ends before the first of these (not included)."""
     max_tokens: int = Field(default=64, ge=1, le=MAX_COMPLETION_TOKENS)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    score: str | None = Field(default=None, max_length=MAX_SCORED_CHARS)
+    """Score instead of generating: how likely the model finds `score` as the continuation of
+    `prompt` (`Completion.logprob`), e.g. a function's code after a candidate docstring. On a
+    server: `/v1/completions` with `echo` and `logprobs`; nothing is generated that counts."""
 
 
 class Completion(BaseModel):
@@ -34,6 +40,10 @@ class Completion(BaseModel):
     finish: str = "stop"
     """"stop" (a stop string or the model's end) or "length" (max_tokens)."""
     usage: Usage = Field(default_factory=Usage)
+    logprob: float | None = None
+    """For a `score` request: the sum of the continuation's token log-probabilities."""
+    scored_tokens: int = 0
+    """For a `score` request: how many tokens that sum covers."""
 
 
 @runtime_checkable
@@ -49,12 +59,18 @@ def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:
     return (text[: min(cuts)], True) if cuts else (text, False)
 
 
-def parse_completion(data: object, stops: list[str]) -> Completion:
+def parse_completion(
+    data: object, stops: list[str], scored: tuple[int, int] | None = None
+) -> Completion:
     """An OpenAI `/completions` reply as a Completion, or MalformedReply saying what is wrong.
-    The stop strings are applied again: a server may include them, or ignore them."""
+    The stop strings are applied again: a server may include them, or ignore them.
+    `scored`: the reply echoes a scored text whose continuation spans these characters
+    (`completion_body` of a `score` request): its tokens' log-probabilities are summed."""
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise MalformedReply("a completion reply needs a non-empty 'choices' list of objects")
+    if scored is not None:
+        return _scored(choices[0], scored, data)
     text = choices[0].get("text")
     if not isinstance(text, str):
         raise MalformedReply("choices[0].text must be a string")
@@ -74,3 +90,31 @@ def parse_completion(data: object, stops: list[str]) -> Completion:
 
 def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _scored(choice: dict[str, object], span: tuple[int, int], data: object) -> Completion:
+    """The echoed text's token log-probabilities (OpenAI's legacy `logprobs` object: tokens,
+    token_logprobs, text_offset) summed over the tokens that start within `span`: the
+    continuation, not the prompt before it nor the one token generated after it."""
+    logprobs = choice.get("logprobs")
+    if not isinstance(logprobs, dict):
+        raise MalformedReply("a scoring reply needs choices[0].logprobs (echo with logprobs)")
+    values, offsets = logprobs.get("token_logprobs"), logprobs.get("text_offset")
+    if not isinstance(values, list) or not isinstance(offsets, list) or len(values) != len(offsets):
+        raise MalformedReply("choices[0].logprobs needs token_logprobs and text_offset lists")
+    total, count = 0.0, 0
+    for value, offset in zip(values, offsets, strict=True):
+        if not isinstance(offset, int) or not span[0] <= offset < span[1]:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise MalformedReply(f"token log-probability {value!r} is not a number")
+        total += min(float(value), 0.0)
+        count += 1
+    usage = data.get("usage") if isinstance(data, dict) else None
+    counts = usage if isinstance(usage, dict) else {}
+    return Completion(
+        text="",
+        logprob=total,
+        scored_tokens=count,
+        usage=Usage(prompt_tokens=_count(counts.get("prompt_tokens")), completion_tokens=0),
+    )

@@ -28,6 +28,12 @@ async def complete(
     and an opening triple quote. Verify the text before it counts: it may be empty, repeat
     itself or copy the prompt."""
 
+async def score_text(prompt: str, continuation: str) -> dict[str, Any]:
+    """How likely the job's own model finds `continuation` after `prompt` (nothing is
+    generated): logprob (the sum of its tokens' log-probabilities, <= 0) and tokens (how many).
+    For reviewer-style reranking: the same code after two candidate docstrings, the likelier
+    code explains the better one. Costs a prompt evaluation; keep the continuation short."""
+
 def environment_error(message: str) -> None:
     """Report that the environment, not the model, failed this tool (e.g. ruff could not read
     the project's configuration): the job ends as an error once the script returns."""
@@ -148,3 +154,47 @@ def docstring_finding(check: dict[str, Any]) -> dict[str, Any]:
 def docstring_skip_reason(check: dict[str, Any], include_private: bool = False) -> str | None:
     """Why the options leave this node's definition alone (private, nested, or check_docstring's
     own skip_reason), or None."""
+
+# The docstring agent's reading of the code (tree-sitter on the host) and its judgement of drafts.
+def docstring_examples(source: str, line: int, limit: int = 3) -> dict[str, Any]:
+    """The documented definitions most like the one starting on `line` of `source` (the node's
+    file): from the same module, then its folder, then the project (name words, the same
+    class, shared callees and parameter names), else the bundled toolz examples. examples
+    (best last: name, qualified_name, place "module"/"package"/"project"/"bundled", path,
+    summary, text: header + one-line docstring + first body lines), parameters ({name: [{text,
+    place, where}]}: the project's sentences for parameters of the same names), voice
+    ("imperative", "third_person" or None), bundled (bool)."""
+
+def code_facts(source: str, line: int) -> dict[str, Any] | None:
+    """Facts about the class or function starting on `line`, or None: name, kind, owner,
+    decorators, raises ([{name, description}]: the message, or "If ``condition``.", or ""),
+    yields, grounding (the words of its name, parameters, annotations, body, string literals,
+    callees, raised exceptions, module and class docstrings), name_words, callees,
+    parameters ({name: {annotation, default, kind, uses}}: uses such as "mapping",
+    "sequence", "string", "number", "callable", "iterable", "separator"), return_annotation."""
+
+def rank_drafts(
+    drafts: list[str],
+    facts: dict[str, Any],
+    what: str = "summary",
+    examples: list[str] = [],
+    voice: str | None = None,
+    reviewer: list[float | None] = [],
+    project: list[str] = [],
+) -> list[dict[str, Any]]:
+    """The distinct drafts of one sentence, best first: {text, score (0-1), refused (why, or
+    None), grounding, agreement, reviewer, notes}. `what`: "summary", "parameter NAME",
+    "returns" or "yields". Refused: boilerplate openings, only restating the name, a copy of
+    an example summary, code, or (parameters, results) a contradiction of the annotation,
+    default or use in the body. Summaries in the third person are rewritten to the imperative
+    ("Returns X" -> "Return X") unless `voice` is "third_person". `project`: sentences the
+    project wrote for a parameter of this name, taken first when they contradict nothing."""
+
+def doctest_examples(
+    tests: list[dict[str, Any]], function: str, limit: int = 2
+) -> list[dict[str, str]]:
+    """Up to `limit` doctest examples {call, value} from explore_calls' tests of a plain
+    function: each test that only asserts `function(...) == LITERAL` (the repr the probe saw)."""
+
+def examples_section(examples: list[dict[str, str]], style: str) -> dict[str, str]:
+    """The examples as a render_docstring section ({title, body}: `>>> call` then the value)."""

@@ -196,8 +196,13 @@ class OpenAIChatModel:
     async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
         """POST /completions: the model (or adapter) continues `request.prompt`."""
         data = await self.post_json("/completions", completion_body(model, request))
+        scored = (
+            (len(request.prompt), len(request.prompt) + len(request.score))
+            if request.score is not None
+            else None
+        )
         try:
-            return parse_completion(data, request.stop)
+            return parse_completion(data, request.stop, scored)
         except MalformedReply as exc:
             raise ModelError(f"malformed reply from {self.base_url}: {exc}") from exc
 
@@ -305,7 +310,12 @@ def chat_body(request: ChatRequest) -> dict[str, Any]:
 
 
 def completion_body(model: str, request: CompletionRequest) -> dict[str, Any]:
-    """The JSON body of POST /completions for `request`, continued by `model`."""
+    """The JSON body of POST /completions for `request`, continued by `model`; a `score`
+    request echoes the prompt and its continuation with each token's log-probability."""
+    if request.score is not None:
+        prompt = request.prompt + request.score
+        return {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
+                "echo": True, "logprobs": 0}  # fmt: skip
     body: dict[str, Any] = {
         "model": model,
         "prompt": request.prompt,

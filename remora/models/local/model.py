@@ -20,6 +20,8 @@
 * **Output.** Parsed with `parse_output`. A call cut off by `max_tokens` after complete calls is
   dropped (the reply keeps the complete ones); a call that repeats an earlier call of the same
   reply ends the reply there (small models loop; the runner would refuse the repeat anyway).
+* **Prompts longer than the context** are not evaluated: `PromptTooLong` (a `ModelError`) says
+  both numbers, and the runner refuses that request instead of failing the job.
 * **Reproducible.** Temperature 0 is greedy; above it, sampling uses a generator seeded from
   `seed`, so the same request gives the same reply.
 * **Concurrency.** llama.cpp calls block and a context is not thread-safe: generations run in
@@ -65,6 +67,7 @@ from remora.models.local.binding import (
 from remora.models.local.decoder import _EVAL_CHUNK, EngineStats, _Generation, _Slot, _Use
 from remora.models.local.reply import DecodingProgress, calls_so_far, generation_reply
 from remora.models.local.scheduler import _Contexts, _TurnOrder
+from remora.models.local.scoring import score_text
 from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.functiongemma import (
     gbnf_grammar,
@@ -74,6 +77,7 @@ from remora.protocol.messages import (
     ChatRequest,
     ModelError,
     ModelReply,
+    PromptTooLong,
     ToolChoice,
 )
 
@@ -286,7 +290,10 @@ class LocalChatModel:
 
     async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
         """A raw continuation of `request.prompt` (no chat template, no grammar), with the
-        adapter `model` names, if any."""
+        adapter `model` names, if any. A `score` request generates nothing: it measures the
+        continuation's log-probability (`scoring.py`)."""
+        if request.score is not None:
+            return await score_text(self, model, request)
         await self.load()
         async with self._order.turn(0):
             generation = await anyio.to_thread.run_sync(
@@ -353,9 +360,8 @@ class LocalChatModel:
         try:
             room = slot.n_ctx - len(prompt)
             if room < 1:
-                raise ModelError(
-                    f"the prompt has {len(prompt)} tokens, more than the context of "
-                    f"{slot.n_ctx} (raise local.n_ctx, up to the model's training context)"
+                raise PromptTooLong(
+                    len(prompt), slot.n_ctx, "raise local.n_ctx, up to the model's training context"
                 )
             generation = slot.generate(
                 prompt,

@@ -59,7 +59,12 @@ class ScriptedModel:
         body = completion_body(model, request)
         response = self.server.answer_completion(json.dumps(body).encode())
         try:
-            return parse_completion(_json_of(response), request.stop)
+            scored = (
+                (len(request.prompt), len(request.prompt) + len(request.score))
+                if request.score is not None
+                else None
+            )
+            return parse_completion(_json_of(response), request.stop, scored)
         except MalformedReply as exc:
             raise ModelError(f"malformed reply from the scripted model: {exc}") from exc
 

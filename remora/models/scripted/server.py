@@ -52,6 +52,7 @@ from remora.models.scripted.replies import (
     tool_call,
     tool_calls,
 )
+from remora.models.scripted.scoring import score_response
 from remora.models.scripted.stream import chat_response, request_problem
 
 __all__ = [
@@ -99,7 +100,7 @@ class ScriptedModelServer:
         latency: float = 0.0,
         capacity: int | None = None,
         models: Sequence[str] = (DEFAULT_MODEL,),
-        completion: Callable[[dict[str, Any]], str] | None = None,
+        completion: Callable[[dict[str, Any]], str | float] | None = None,
     ) -> None:
         """`capacity`: requests answered at once (a server's batch); the rest queue, and their
         time in the queue adds up in `queued_s`. None: no limit."""
@@ -114,7 +115,8 @@ class ScriptedModelServer:
         self.models = list(models) or [DEFAULT_MODEL]
         self.requests: list[dict[str, Any]] = []
         self.completion = completion or (lambda body: DEFAULT_COMPLETION)
-        """Answers POST /v1/completions: the continuation of `body["prompt"]`."""
+        """Answers POST /v1/completions: the continuation of `body["prompt"]`; for a scoring
+        request (`echo`), a float: the log-probability of each echoed token (a text: -1.0)."""
         self.completion_requests: list[dict[str, Any]] = []
         self.model_list_requests = 0
         self.connections = 0
@@ -291,7 +293,10 @@ class ScriptedModelServer:
             text = self.completion(body)
         except Exception as exc:
             return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
-        return completion_response(body, text, f"cmpl-{next(self._completion_ids)}")
+        if body.get("echo"):
+            value = text if isinstance(text, int | float) else -1.0
+            return score_response(body, float(value), f"cmpl-{next(self._completion_ids)}")
+        return completion_response(body, str(text), f"cmpl-{next(self._completion_ids)}")
 
     # -- chat completions
 
