@@ -507,7 +507,8 @@ def test_below_the_threshold_nothing_is_written_and_the_draft_is_shown(
     assert "Round the price with the percent." in job["error"]["message"]
     [finding] = job["findings"]  # one finding, carrying the suggestion
     assert finding["rule"] == "DOC100"
-    assert "was not written: 'Round the price with the percent.'" in finding["message"]
+    assert "draft below confidence (0." in finding["message"]
+    assert "not written: 'Round the price with the percent.'" in finding["message"]
     assert code == 1
     # --diff shows no edit: a withheld draft is a suggestion, not a change.
     _, out = run(
@@ -582,3 +583,33 @@ def test_doctest_examples_come_only_from_calls_pinned_to_a_literal() -> None:
         "title": "Examples",
         "body": ">>> f(1, 2)\n3",
     }
+
+
+def test_a_parameter_sentence_the_code_does_not_bear_out_withholds_the_docstring(
+    shop: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "The price of the product." for the price of a discount: half its words are nowhere in
+    the code. The docstring is not written; the draft is shown, with the reason."""
+
+    class Invented(Writer):
+        def complete(self, body: dict[str, Any]) -> str | float:
+            if body["prompt"].endswith("price (float):"):
+                return " The price of the product.\n"
+            return super().complete(body)
+
+    _, out = run(
+        Invented("Discount the price by a percent."),
+        "--fix",
+        "--output-format",
+        "json",
+        capsys=capsys,
+    )
+    assert (shop / "price.py").read_text() == PRICE
+    job = next(r for r in json.loads(out)["results"] if r["node"]["name"] == "discounted")
+    assert job["error"]["code"] == "not_done"
+    [finding] = job["findings"]
+    assert (
+        "parameter price: 'The price of the product.' says things the code does not"
+        in (finding["message"])
+    )
+    assert "not written: 'Discount the price by a percent.'" in finding["message"]
