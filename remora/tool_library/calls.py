@@ -45,16 +45,26 @@ async def propose_calls(
     `result = name(`, after the module's own source (what base models have seen after a module
     most often), once per temperature; the drafting stops at the first failed completion."""
     prompt = source.rstrip() + "\n\n\ndef test_" + name + "():\n    result = " + name + "("
-    calls: list[str] = []
+    found = await continued_arguments(prompt, complete, temperatures, max_tokens)
+    return [name + "(" + arguments + ")" for arguments in found]
+
+
+async def continued_arguments(
+    prompt: str,
+    complete: Callable[[str, list[str], int, float], Awaitable[str]],
+    temperatures: Sequence[float],
+    max_tokens: int = 48,
+) -> list[str]:
+    """The distinct argument lists the model writes continuing `prompt` (which ends inside a
+    call's opening parenthesis), once per temperature, each cut where the call closes; the
+    drafting stops at the first failed completion (what was proposed so far stands)."""
+    found: list[str] = []
     for temperature in temperatures:
         try:
             text = await complete(prompt, ["\n"], max_tokens, temperature)
         except Exception:  # the model could not be asked: what was proposed so far stands
             break
         arguments = closing_call(text)
-        if arguments is None:
-            continue
-        call = name + "(" + arguments.strip() + ")"
-        if call not in calls:
-            calls.append(call)
-    return calls
+        if arguments is not None and arguments.strip() not in found:
+            found.append(arguments.strip())
+    return found

@@ -18,7 +18,7 @@ from typing import Any
 
 from remora.tool_library.call_candidates import Candidate, candidate_calls, find_definition
 from remora.tool_library.call_selection import select_calls, stable
-from remora.tool_library.calls import closing_call
+from remora.tool_library.calls import continued_arguments
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.parameter_values import parameters_of
 from remora.tool_library.test_cases import parse_test_case
@@ -127,13 +127,13 @@ async def model_proposals(
     if owner:
         variable = owner[0].lower() + owner[1:]
         opening = f"{prompt}def test_{name}():\n    {variable} = {owner}("
-        constructors = await continued(opening, complete, temperatures[:2])
+        constructors = await continued_arguments(opening, complete, temperatures[:2])
         instance = f"{owner}({constructors[0]})" if constructors else f"{owner}()"
         opening = f"{prompt}def test_{name}():\n    {variable} = {instance}\n"
         opening += f"    result = {variable}.{name}("
     else:
         opening = f"{prompt}def test_{name}():\n    result = {name}("
-    return await continued(opening, complete, temperatures), constructors
+    return await continued_arguments(opening, complete, temperatures), constructors
 
 
 FOCUS_CHARACTERS = 6000
@@ -174,16 +174,3 @@ def focused_source(source: str, owner: str, name: str) -> str:
             parts.append(segment(definition))
     text = "\n\n\n".join(parts)
     return text[-FOCUS_CHARACTERS:] if len(text) > FOCUS_CHARACTERS else text
-
-
-async def continued(prompt: str, complete: Complete, temperatures: Sequence[float]) -> list[str]:
-    found: list[str] = []
-    for temperature in temperatures:
-        try:
-            text = await complete(prompt, ["\n"], 48, temperature)
-        except Exception:  # the model could not be asked: what was proposed so far stands
-            break
-        arguments = closing_call(text)
-        if arguments is not None and arguments.strip() not in found:
-            found.append(arguments.strip())
-    return found
