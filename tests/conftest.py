@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,19 @@ text = read_file(node["file"])
 write_file(node["file"], text.replace(old, new))
 "replaced"
 """
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_restored() -> Iterator[None]:
+    """A test that leaves SIGINT or SIGTERM handled otherwise fails, and the handlers are put
+    back: a later test's `python -m remora` would inherit an ignored SIGINT and never stop."""
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    after = {number: signal.getsignal(number) for number in before}
+    for number, handler in before.items():
+        signal.signal(number, handler)
+    changed = [signal.Signals(number).name for number in before if after[number] != before[number]]
+    assert not changed, f"the test left the handlers of {', '.join(changed)} changed"
 
 
 def write_files(root: Path, files: dict[str, str]) -> Path:

@@ -198,6 +198,73 @@ def test_a_method_is_tested_on_instances_of_its_class(
     assert passes_under_pytest(project / path, tmp_path).startswith(f"{len(tests)} passed")
 
 
+def test_a_text_function_is_tested_on_the_words_of_its_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """plural() looks words up in the module's table, then falls back to rules: branch coverage
+    cannot tell `child` from `abc`, but the tests cover each way the word is rewritten (the
+    table's irregular words and the suffix rules), one row each, not every word of the table."""
+    project = make_project(
+        tmp_path,
+        {
+            "words": "IRREGULAR = {'child': 'children', 'person': 'people', 'mouse': 'mice'}\n"
+            "SAME = ('sheep', 'fish')\n\n\n"
+            "def plural(word: str) -> str:\n"
+            "    if word in SAME:\n"
+            "        return word\n"
+            "    for singular, plural_form in IRREGULAR.items():\n"
+            "        if word.endswith(singular):\n"
+            "            return word[: -len(singular)] + plural_form\n"
+            "    return word + ('es' if word.endswith(('s', 'x')) else 's')\n"
+        },
+    )
+    results = analyze(project, "pkg/words.py", capsys, monkeypatch)
+
+    text = written(results["plural"], "tests/test_words_plural.py", project)
+    for row in ("('child', 'children')", "('person', 'people')", "('mouse', 'mice')"):
+        assert f"        {row},\n" in text
+    # sheep and fish take the same path (the uncovered branch): one of them is enough.
+    assert ("('sheep', 'sheep')" in text) != ("('fish', 'fish')" in text)
+    assert re.search(r"\('\w+', '\w+s'\)", text)  # the plain rule
+    count = results["plural"]["summary"].split()[0]
+    assert passes_under_pytest(project / "tests", tmp_path).startswith(f"{count} passed")
+
+
+def test_a_class_is_tested_on_the_instances_and_indexing_of_its_docstring_examples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class's `>>>` examples build the instance (`Row([3, 1, 2])`, not an empty one) and
+    show `__getitem__` the way code calls it; its tests index with positions and slices and
+    are written as `row[1]` and `row[1:3]`."""
+    project = make_project(
+        tmp_path,
+        {
+            "rows": "class Row:\n"
+            '    """Values in order.\n\n'
+            "    >>> row = Row([3, 1, 2])\n"
+            "    >>> row[0]\n"
+            "    3\n"
+            '    """\n\n'
+            "    def __init__(self, values=()):\n"
+            "        self.values = list(values)\n\n"
+            "    def __getitem__(self, index):\n"
+            "        if isinstance(index, slice):\n"
+            "            return Row(self.values[index])\n"
+            "        return self.values[index]\n"
+        },
+    )
+    results = analyze(project, "pkg/rows.py", capsys, monkeypatch)
+
+    text = written(results["Row.__getitem__"], "tests/test_rows_Row___getitem__.py", project)
+    assert "    row = Row([3, 1, 2])\n" in text
+    assert "        (0, 3),\n" in text
+    assert "    result = row[1:3]\n" in text
+    assert "    assert result.values == [1, 2]\n" in text
+    assert "slice(" not in text
+    count = results["Row.__getitem__"]["summary"].split()[0]
+    assert passes_under_pytest(project / "tests", tmp_path).startswith(f"{count} passed")
+
+
 def test_a_parameter_annotated_with_a_module_class_gets_an_instance(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -501,6 +501,57 @@ async def test_completions_keep_their_prefixes_and_the_agents_prefix(
 @pytest.mark.local_engine
 @needs_engine
 @pytest.mark.anyio
+async def test_two_jobs_sharing_a_prefix_keep_a_context_each(
+    engine: LocalChatModel, demo: Path
+) -> None:
+    """Two jobs of one module whose completions take turns, their prompts sharing the module's
+    code: each keeps its own context, so from its second completion on only the last chunk
+    of its prompt is evaluated again (not everything after the shared prefix)."""
+    module = (demo / "inventory" / "pricing.py").read_text()
+    header = module[: module.index("\ndef ")]  # the docstring and imports
+    prompts = [  # as the test agent lays them out: the header, then the function under test
+        header + "\n\n" + demo_node(demo, name).text + f"\n\n\ndef test_{name}():\n    x = {name}("
+        for name in ("apply_discount", "bulk_price")
+    ]
+
+    async def evaluated(prompt: str, temperature: float) -> int:
+        before = engine.stats.prompt_tokens_evaluated
+        request = CompletionRequest(
+            prompt=prompt, stop=["\n"], max_tokens=4, temperature=temperature
+        )
+        await engine.complete_text(model="any", request=request)
+        return engine.stats.prompt_tokens_evaluated - before
+
+    for prompt in prompts:
+        await evaluated(prompt, 0.0)
+    for temperature in (0.5, 0.9):
+        for prompt in prompts:
+            assert await evaluated(prompt, temperature) < 64
+
+
+@pytest.mark.local_engine
+@needs_engine
+@pytest.mark.anyio
+async def test_an_identical_completion_request_is_answered_without_decoding(
+    engine: LocalChatModel, demo: Path
+) -> None:
+    """Jobs of one class send the same constructor prompt: the second is the first's reply,
+    nothing evaluated or generated; any difference in the request decodes anew."""
+    code = demo_node(demo, "bulk_price").text + "\n\n\ndef test_bulk_price():\n    result = "
+    request = CompletionRequest(prompt=code, stop=["\n"], max_tokens=8, temperature=0.7)
+    first = await engine.complete_text(model="any", request=request)
+    generations, replayed = engine.stats.generations, engine.stats.replayed
+    again = await engine.complete_text(model="any", request=request)
+    assert again == first
+    assert (engine.stats.generations, engine.stats.replayed) == (generations, replayed + 1)
+    hotter = request.model_copy(update={"temperature": 1.0})
+    await engine.complete_text(model="any", request=hotter)
+    assert (engine.stats.generations, engine.stats.replayed) == (generations + 1, replayed + 1)
+
+
+@pytest.mark.local_engine
+@needs_engine
+@pytest.mark.anyio
 async def test_sampling_is_reproducible_with_the_seed(
     engine: LocalChatModel, lint_agent: Agent, demo: Path
 ) -> None:

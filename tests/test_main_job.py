@@ -40,8 +40,21 @@ def test_every_success_of_the_main_job_is_backed_by_its_outcome(
     shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns("__pycache__", ".remora_cache"))
     monkeypatch.chdir(project)
     code = main(["analyze", ".", "--engine", "local", "--no-cache", "--format", "json"])
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     assert code in (0, 1)
+    # What the engine did: most prompt tokens reused from its contexts, and the constructor
+    # prompt the test agent sends for each of Stock's methods decoded once.
+    engine = report["summary"]["engine"]
+    assert (
+        engine["prompt_tokens_evaluated"] + engine["prompt_tokens_reused"]
+        == (engine["prompt_tokens"])
+    )
+    assert 0 < engine["prompt_tokens_evaluated"] < engine["prompt_tokens"] / 2
+    assert engine["replayed"] >= 1 and engine["completion_tokens"] > 0
+    assert f"engine: {engine['requests']} requests ({engine['replayed']} replayed); " in (
+        captured.err
+    )
     results = report["results"]
     assert {r["agent"] for r in results} == {"lint", "docstring", "test", "sample_data"}
     assert all(r["status"] in ("success", "failed") for r in results), [

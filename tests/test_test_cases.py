@@ -72,6 +72,7 @@ HOSTILE = 'f((x for x in [1]).gi_frame.f_builtins["exec"]("print(1)") or 100, 10
         ("f(1) raises ZeroDivisionError", "raises", "f(1)", "ZeroDivisionError", ["f"]),
         ("f(-1, +2.5, -3j, 1e309)", "call", "f(-1, +2.5, -3j, 1e309)", "", ["f"]),
         ("f(1, b=2, extra='x')", "call", "f(1, b=2, extra='x')", "", ["f"]),
+        ("f(slice(1, -3, None)) == [2]", "equals", "f(slice(1, -3, None))", "[2]", ["f"]),
         ('f(" raises X")', "call", 'f(" raises X")', "", ["f"]),  # the keyword inside a string
         ('f("caf\u00e9")', "call", "f('caf\u00e9')", "", ["f"]),  # not ASCII: unparsed
         ("f(1)  # a comment is not rendered", "call", "f(1)", "", ["f"]),
@@ -131,6 +132,11 @@ def test_accepted_cases_are_regenerated_from_the_tree(
         ("f(**{'b': 1})", "'**' unpacking"),
         ("f({**{}})", "'**' unpacking"),
         ("f(-True)", "unary operators"),
+        ("f(slice('a'))", "slice(...) takes one to three integers or None"),
+        ("f(slice(1.5))", "slice(...) takes one to three integers or None"),
+        ("f(slice(stop=1))", "slice(...) takes one to three numbers or None"),
+        ("f(slice())", "slice(...) takes one to three numbers or None"),
+        ("f(slice(open()))", "calling open"),
         ("f(--1)", "unary operators"),
         ("f(not 1)", "unary operators"),
         ("f(~1)", "unary operators"),

@@ -25,7 +25,7 @@ from remora.config.loading import LoadedSettings
 from remora.edits.apply import apply_changes
 from remora.errors import RunFailed, UserInputError
 from remora.events import NO_EVENTS, Events
-from remora.findings.results import JobResult, JobStatus, RunSummary
+from remora.findings.results import EngineUsage, JobResult, JobStatus, RunSummary
 from remora.jobs.job import Job, JobOptions, job_id
 from remora.jobs.orchestrator import emit_finished, run_jobs
 from remora.jobs.transcripts import TranscriptWriter
@@ -122,11 +122,17 @@ async def analyze(
         async with open_model(choice, agents, say=hooks.say, warn=hooks.warn) as opened:
             hooks.started(len(runnable) - cached)
             if choice.local is not None:  # the embedded engine schedules its own requests
-                yield opened
+                try:
+                    yield opened
+                finally:
+                    usage = getattr(opened, "usage", None)
+                    engine.extend([usage()] if callable(usage) else [])
                 return
             async with adapted(opened, run_settings) as steered:
                 yield steered
 
+    engine: list[EngineUsage] = []
+    """What the embedded engine did, once it has closed (none through a server)."""
     models = {agent.name: agent.model for agent in agents}
     together = checked_agents(agents)
 
@@ -188,7 +194,7 @@ async def analyze(
         hooks.say(said)
     outcome = AnalyzeOutcome(
         results=results,
-        summary=RunSummary.of(len(plan.nodes), results),
+        summary=RunSummary.of(len(plan.nodes), results, engine=engine[0] if engine else None),
         agents=agents,
         root=plan.root,
         cached=cached,
@@ -199,6 +205,8 @@ async def analyze(
             for change in result.changes
         ],
     )
+    if outcome.summary.engine is not None and outcome.summary.engine.requests:
+        hooks.say(outcome.summary.engine.line())
     hooks.report(outcome)
     if request.edits == "fix" and outcome.changes:
         outcome.applied = apply_changes(outcome.changes, plan.root)

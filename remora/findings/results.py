@@ -167,6 +167,39 @@ class AgentTally(BaseModel):
         return f"{agent}: " + ", ".join(parts)
 
 
+class EngineUsage(BaseModel):
+    """What the embedded engine did over a run: the work behind the jobs' counted usage."""
+
+    requests: int = 0
+    """Requests answered: generations, score requests and replayed completions."""
+    replayed: int = 0
+    """Completions answered with an identical earlier request's reply: nothing evaluated."""
+    prompt_tokens: int = 0
+    """Tokens of every prompt, as the jobs count them."""
+    prompt_tokens_evaluated: int = 0
+    """Of those, run through the model; the rest were reused from a context's cache."""
+    prompt_tokens_reused: int = 0
+    completion_tokens: int = 0
+    prompt_seconds: float = 0.0
+    completion_seconds: float = 0.0
+
+    @property
+    def evaluated_share(self) -> float:
+        return self.prompt_tokens_evaluated / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def line(self) -> str:
+        """`engine: 120 requests (8 replayed); 14,210 of 51,000 prompt tokens evaluated ...`"""
+        seconds = self.prompt_seconds or float("inf")
+        prompt_rate = self.prompt_tokens_evaluated / seconds
+        rate = self.completion_tokens / (self.completion_seconds or float("inf"))
+        return (
+            f"engine: {self.requests} requests ({self.replayed} replayed); "
+            f"{self.prompt_tokens_evaluated:,} of {self.prompt_tokens:,} prompt tokens evaluated "
+            f"({self.evaluated_share:.0%}) at {prompt_rate:.0f}/s; "
+            f"{self.completion_tokens:,} generated at {rate:.1f}/s"
+        )
+
+
 class RunSummary(BaseModel):
     nodes: int
     jobs: int
@@ -179,10 +212,14 @@ class RunSummary(BaseModel):
     """Results answered from the result cache (no model request)."""
     agents: dict[str, AgentTally] = Field(default_factory=dict)
     """Per agent: what was done, verified, and what was not."""
+    engine: EngineUsage | None = None
+    """With the embedded engine: the prompt tokens it evaluated and reused, and its speed."""
 
     @classmethod
-    def of(cls, nodes: int, results: list[JobResult]) -> RunSummary:
-        summary = cls(nodes=nodes, jobs=len(results))
+    def of(
+        cls, nodes: int, results: list[JobResult], engine: EngineUsage | None = None
+    ) -> RunSummary:
+        summary = cls(nodes=nodes, jobs=len(results), engine=engine)
         for result in results:
             setattr(summary, result.status.value, getattr(summary, result.status.value) + 1)
             summary.findings += len(result.findings)

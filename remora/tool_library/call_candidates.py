@@ -1,7 +1,7 @@
 """Candidate calls of a function or method, for the test and sample_data agents.
 
 Where plausible inputs come from, most trusted first: calls of the target written by people
-(call sites in the project and its tests, doctest examples in its docstring), the model's
+(call sites in the project and its tests, examples in the module's docstrings), the model's
 completions, then values built per parameter: literals the body compares the parameter with
 and their neighbours (a boundary `percent > 100` gives 100 and 101), the module's other
 literals, the parameter's default, values of its annotated type, and instances of the module's
@@ -14,20 +14,17 @@ matter. Everything here is the syntax tree (ast): deterministic, no model, no ex
 from __future__ import annotations
 
 import ast
-import doctest
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from remora.tool_library.doctest_examples import doctest_calls, doctest_constructions
 from remora.tool_library.parameter_values import (
     InstanceFactory,
     Parameter,
-    arguments_text,
     call_arguments,
     call_sites,
     fill_pools,
-    is_value,
-    keyword_values,
     parameters_of,
 )
 
@@ -73,7 +70,8 @@ def candidate_calls(
     if definition is None:
         raise ValueError(f"{target} is not defined at the top level of the module")
     parameters = parameters_of(definition, method=bool(owner))
-    factory = InstanceFactory(classes, project_sources, constructors)
+    examples = {cls: doctest_constructions(tree, cls) for cls in classes}
+    factory = InstanceFactory(classes, project_sources, constructors, examples)
     instances: list[str | None] = [None]
     if owner:
         instances = list(factory.instances(owner)) or [f"{owner}()"]
@@ -86,7 +84,7 @@ def candidate_calls(
 
     for arguments in call_sites(name, bool(owner), project_sources):
         add(arguments, "call site", instances[0])
-    for arguments in doctest_calls(definition, name, bool(owner)):
+    for arguments in doctest_calls(tree, definition, owner, name):
         add(arguments, "doctest", instances[0])
     for arguments in proposals:
         add(arguments, "model", instances[0])
@@ -112,31 +110,6 @@ def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef 
     # one a redefinition left in force.
     found = [node for node in body if isinstance(node, ast.FunctionDef) and node.name == name]
     return found[-1] if found else None
-
-
-def doctest_calls(definition: ast.FunctionDef, name: str, method: bool) -> list[str]:
-    """The arguments of `>>> name(...)` examples in the docstring."""
-    docstring = ast.get_docstring(definition) or ""
-    found: list[str] = []
-    try:
-        examples = doctest.DocTestParser().get_examples(docstring)
-    except ValueError:
-        return found
-    for example in examples:
-        try:
-            node = ast.parse(example.source.strip(), mode="eval").body
-        except SyntaxError:
-            continue
-        if isinstance(node, ast.Compare):
-            node = node.left
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        named = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        plain = all(is_value(arg) for arg in [*node.args, *keyword_values(node)])
-        if named == name and (method or isinstance(func, ast.Name)) and plain:
-            found.append(arguments_text(node))
-    return found
 
 
 def combinations(parameters: list[Parameter]) -> list[tuple[str, str]]:

@@ -100,7 +100,7 @@ def in_child(module, path, lines, request, call, has_coverage):
 
 
 def observe(module, path, lines, request, call, has_coverage):
-    namespace = {"__builtins__": {}}
+    namespace = {"__builtins__": {}, "slice": slice}  # the allow-list admits slice(ints)
     namespace.update(
         {name: value for name, value in vars(module).items() if inspect.isclass(value)}
     )

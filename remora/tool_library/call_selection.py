@@ -16,6 +16,7 @@ wrote (call sites, doctests) and the model proposed before values built from typ
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,10 +31,12 @@ the parameters' use: never pinned."""
 ENVIRONMENT_ERRORS = frozenset({"OSError", "MemoryError", "SystemError"})
 """Bases of exceptions that depend on the machine (files, memory), not only on the call."""
 ORIGIN_RANK = {"call site": 0, "doctest": 0, "model": 1, "boundary": 2, "types": 2, "values": 3}
-OTHER_VALUES = 6
+OTHER_VALUES = 8
+"""Returns of further values (same branches, other results) kept at most."""
 PER_PARAMETER = 5
 """Of those, varying one parameter at most."""
-"""Returns of further values (same branches, other results) kept at most."""
+EMPTY = frozenset({"[]", "{}", "()", "''", "set()", "b''"})
+"""Return values that pin little: a call that returns something else is preferred."""
 BOUNDARY_CASES = 3
 """Calls on a compared literal or beside it that return, added after the branch cover: the
 same branches, but they tell `<` from `<=` and 100 from 101."""
@@ -144,27 +147,64 @@ def cover(
         and item[1].get("outcome") == "returned"
     ]
     chosen += edges[: max(0, min(BOUNDARY_CASES, MAX_CASES - len(chosen)))]
+    return chosen + other_values(usable, chosen)
+
+
+def other_values(
+    usable: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    chosen: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """Returns of other values, one parameter varied from the first chosen call: first those that
+    rewrite their text argument in a way no chosen call does (`'person'` -> `'people'` beside
+    `'abc'` -> `'abcs'`: another rule of the function's tables), then any other value."""
     values = {str(seen.get("value")) for _, seen in chosen}
+    rewrites = {rewrite(candidate, seen) for candidate, seen in chosen}
     reference = next((split_arguments(str(c.get("arguments"))) for c, _ in chosen), [])
     varied: dict[int, int] = {}
-    added = 0
-    for item in usable:
-        value = str(item[1].get("value"))
-        parts = split_arguments(str(item[0].get("arguments")))
-        differing = {
-            i for i, part in enumerate(parts) if i >= len(reference) or part != reference[i]
-        }
-        if len(chosen) >= MAX_CASES or added >= OTHER_VALUES:
-            break
-        often = any(varied.get(index, 0) >= PER_PARAMETER for index in differing)
-        fresh = value != "None" and value not in values and not often
-        if item[1].get("outcome") == "returned" and fresh and len(differing) == 1:
-            values.add(value)
-            for index in differing:
-                varied[index] = varied.get(index, 0) + 1
-            chosen.append(item)
-            added += 1
-    return chosen
+    added: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    for only_new_rewrites in (True, False):
+        for item in usable:
+            if len(chosen) + len(added) >= MAX_CASES or len(added) >= OTHER_VALUES:
+                return added
+            value = str(item[1].get("value"))
+            parts = split_arguments(str(item[0].get("arguments")))
+            differing = {
+                i for i, part in enumerate(parts) if i >= len(reference) or part != reference[i]
+            }
+            # A new rewrite is worth a row whichever parameter it varies.
+            often = any(varied.get(index, 0) >= PER_PARAMETER for index in differing)
+            fresh = value != "None" and value not in values
+            change = rewrite(*item)
+            if only_new_rewrites and (change is None or change in rewrites):
+                continue
+            if often and not only_new_rewrites:
+                continue
+            if item[1].get("outcome") == "returned" and fresh and len(differing) == 1:
+                values.add(value)
+                rewrites.add(change)
+                for index in differing:
+                    varied[index] = varied.get(index, 0) + 1
+                added.append(item)
+    return added
+
+
+def rewrite(candidate: Mapping[str, Any], seen: Mapping[str, Any]) -> tuple[str, str] | None:
+    """How a call that takes one text and returns one changed it: what differs after their
+    common beginning (`'person'` -> `'people'` is `('rson', 'ople')`), or None for other calls."""
+    parts = split_arguments(str(candidate.get("arguments")))
+    try:
+        texts = [ast.literal_eval(part) for part in parts]
+        result = ast.literal_eval(str(seen.get("value")))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    given = [text for text in texts if isinstance(text, str)]
+    if len(given) != 1 or not isinstance(result, str):
+        return None
+    common = next(
+        (i for i, (a, b) in enumerate(zip(given[0], result, strict=False)) if a != b),
+        min(len(given[0]), len(result)),
+    )
+    return given[0][common:].lower(), result[common:].lower()
 
 
 def gain(
@@ -184,7 +224,11 @@ def gain(
     # on a constructor's defaults).
     spread = len(set(split_arguments(str(candidate.get("arguments", "")))))
     spread += int(not str(candidate.get("instance") or "").endswith("()"))
-    return (new, returned, -rank, spread, -len(call_text(candidate)))
+    # Then a result with something in it (an empty one pins little), then the shorter call.
+    attributes = seen.get("attributes") or {}
+    hollow = bool(attributes) and all(str(text) in EMPTY for text in attributes.values())
+    full = int(str(seen.get("value")) not in EMPTY and not hollow)
+    return (new, returned, -rank, spread, full, -len(call_text(candidate)))
 
 
 def outcome_key(seen: Mapping[str, Any]) -> str:

@@ -53,6 +53,10 @@ def value_word(text: str) -> str:
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError):
+        sliced = re.fullmatch(r"slice\((.*)\)", text)
+        if sliced:  # slice(1, 3): slice_1_3; slice(None): slice_all
+            words = [value_word(part.strip()) for part in sliced.group(1).split(",")]
+            return "slice_" + ("all" if words == ["none"] else "_".join(words))
         match = re.match(r"([A-Z]\w*)\(", text)
         return snake(match.group(1)) if match else "object"
     if value is None or isinstance(value, bool):

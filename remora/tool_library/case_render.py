@@ -95,7 +95,24 @@ def method_call(variable: str, method: str, arguments: Sequence[str]) -> str:
     form = PROTOCOL.get(method)
     if form is None or len(arguments) > (1 if "{1}" in form else 0) or "=" in "".join(arguments):
         return f"{variable}.{method}({', '.join(arguments)})"
+    if method == "__getitem__":
+        arguments = [subscript_text(argument) for argument in arguments]
     return form.format(variable, *arguments)
+
+
+def subscript_text(argument: str) -> str:
+    """`slice(1, 3)` as an index is written `1:3` (`slice(None)`: `:`); anything else as is."""
+    try:
+        node = ast.parse(argument, mode="eval").body
+    except SyntaxError:
+        return argument
+    if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "slice"):
+        return argument
+    parts = ["" if ast.unparse(part) == "None" else ast.unparse(part) for part in node.args]
+    if len(parts) == 1:  # slice(stop)
+        parts = ["", parts[0]]
+    text = ":".join(parts[:2])
+    return f"{text}:{parts[2]}" if len(parts) == 3 and parts[2] else text
 
 
 def is_operator(call: str) -> bool:

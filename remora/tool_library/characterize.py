@@ -126,7 +126,10 @@ async def model_proposals(
     constructors: list[str] = []
     if owner:
         variable = owner[0].lower() + owner[1:]
-        opening = f"{prompt}def test_{name}():\n    {variable} = {owner}("
+        # The class's header and constructor only: one prompt for every method of the class,
+        # which the embedded engine answers once (an identical request gets the same reply).
+        shown = focused_source(source, owner, "__init__").rstrip() + "\n\n\n"
+        opening = f"{shown}def test_{owner.lower()}():\n    {variable} = {owner}("
         constructors = await continued_arguments(opening, complete, temperatures[:2])
         instance = f"{owner}({constructors[0]})" if constructors else f"{owner}()"
         opening = f"{prompt}def test_{name}():\n    {variable} = {instance}\n"

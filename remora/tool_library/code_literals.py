@@ -108,6 +108,21 @@ def neighbours(value: object) -> list[str]:
     return []
 
 
+def words(tree: ast.Module) -> list[str]:
+    """The module's one-word string literals (`'person'`, `'sheep'`), in the order they appear:
+    the data a text function's tables hold (irregular plurals, keywords), each one an input
+    that may take another path through those tables than any made-up word."""
+    found = [
+        (node.lineno, node.col_offset, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and 1 < len(node.value) <= 20
+        and node.value.isalpha()
+    ]
+    return list(dict.fromkeys(repr(value) for _, _, value in sorted(found)))
+
+
 def literals(tree: ast.Module) -> list[str]:
     """Short number and string literals anywhere in the module, most frequent first."""
     counts: dict[str, int] = {}

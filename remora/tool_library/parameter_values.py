@@ -16,10 +16,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from remora.tool_library.code_literals import compared_literals, docstring_strings, literals
+from remora.tool_library.code_literals import compared_literals, docstring_strings, literals, words
 
 POOL_SIZE = 10
 """Values tried per parameter in one-at-a-time variations."""
+VARIATIONS = 36
+"""Values tried across all parameters: a function of one or two parameters tries more of each."""
 
 TYPE_VALUES: dict[str, list[str]] = {
     "int": ["3", "10", "0", "-2", "1"],
@@ -37,6 +39,8 @@ TYPE_VALUES: dict[str, list[str]] = {
 }
 """Values by the annotation's outer type (after `Optional`, `Sequence` ... are read as their
 plain container)."""
+INDEX_VALUES = ["1", "0", "-1", "slice(1, 3)", "slice(None)"]
+"""Values for `__getitem__`'s index when it is not annotated otherwise: positions, slices."""
 UNTYPED = ["3", "'abc'", "[1, 2]", "0", "None", "{'a': 1}"]
 """Values for a parameter with neither annotation nor default."""
 ALIASES = {
@@ -197,10 +201,13 @@ class InstanceFactory:
         classes: Mapping[str, ast.ClassDef],
         sources: Mapping[str, str],
         constructors: Sequence[str],
+        examples: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.classes = classes
         self.sources = sources
         self.constructors = constructors
+        self.examples = examples or {}
+        """Constructor calls in the module's docstring examples, by class."""
 
     def instances(self, name: str, depth: int = 0) -> list[str]:
         node = self.classes.get(name)
@@ -210,6 +217,7 @@ class InstanceFactory:
         # defaults last: a mutable default is shared by every instance built on it, and so by
         # its methods' tests), then the model's completions, then a bare `C()`.
         written = [f"{name}({arguments})" for arguments in call_sites(name, False, self.sources)]
+        written += self.examples.get(name, [])
         typed: list[str] = []
         init = next(
             (m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None
@@ -269,23 +277,29 @@ def fill_pools(
     values, the module's literals of that type, its default."""
     boundaries = compared_literals(definition)
     module_literals = literals(tree)
+    module_words = words(tree)
+    size = max(POOL_SIZE, VARIATIONS // max(1, len(parameters)))
     quoted = docstring_strings(definition)
     passed_on = callee_usage(definition, tree)
     for parameter in parameters:
         if not parameter.annotation and parameter.default is None and not parameter.used_as:
             parameter.used_as = passed_on.get(parameter.name, "")
         typed = typed_values(parameter, factory, 0)
+        indexed = not parameter.annotation or re.search(r"int|slice|Index", parameter.annotation)
+        if definition.name == "__getitem__" and parameter is parameters[0] and indexed:
+            typed = [*INDEX_VALUES, *typed]  # what `items[...]` is mostly given
         kind = outer_type(parameter.annotation) or parameter.used_as
         near = [value for value in boundaries.get(parameter.name, []) if fits(value, kind)]
-        others = [value for value in module_literals if fits(value, kind) and kind]
-        if kind == "str":  # words before patterns and punctuation: inputs, not machinery
-            others.sort(key=lambda text: not text.strip("'\"").isalpha())
+        others = [value for value in module_literals if fits(value, kind) and kind][:5]
+        if kind == "str":  # the module's words, not its patterns and punctuation: inputs
+            others = [value for value in others if value not in module_words]
+            others = [*module_words, *others]
         examples = quoted if kind == "str" else []
-        pool = [*examples[:2], *typed[:1], *near, *typed[1:], *others[:5]]
-        parameter.boundaries = near
+        pool = [*examples[:2], *typed[:1], *near, *typed[1:]]
         if parameter.default is not None:
             pool.append(parameter.default)
-        parameter.pool = list(dict.fromkeys(pool))[:POOL_SIZE]
+        parameter.boundaries = near
+        parameter.pool = list(dict.fromkeys([*pool, *others]))[:size]
 
 
 def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> list[str]:

@@ -33,7 +33,7 @@ only exceptions derived from Exception)."""
 
 ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
-    "sets or dicts of them, or constructors of the module's classes"
+    "sets or dicts of them, slice(...) of integers, or constructors of the module's classes"
 )
 
 REFUSED = {
@@ -241,6 +241,17 @@ def check_value(node: ast.expr, classes: frozenset[str], names: list[str]) -> No
                 raise ValueError(f"'**' unpacking cannot be part of a case: {ALLOWED}")
             check_value(key, classes, names)
             check_value(value, classes, names)
+        return
+    if isinstance(node, ast.Call) and is_name(node.func, "slice") and "slice" not in classes:
+        # The built-in, for an index (`items[1:3]` calls `__getitem__(slice(1, 3))`): numbers
+        # and None only.
+        if node.keywords or not 1 <= len(node.args) <= 3:
+            raise ValueError("slice(...) takes one to three numbers or None")
+        for part in node.args:
+            if not (isinstance(part, ast.Constant) and part.value is None):
+                check_value(part, frozenset(), [])
+                if type(ast.literal_eval(part)) is not int:  # not a float, nor True
+                    raise ValueError("slice(...) takes one to three integers or None")
         return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
         if node.func.id not in names:

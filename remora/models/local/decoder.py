@@ -60,6 +60,10 @@ class EngineStats:
     completion_seconds: float = 0.0
     grammar_full_checks: int = 0
     """Tokens for which the grammar had to be applied to the whole vocabulary."""
+    replayed: int = 0
+    """Completions answered with the reply to an identical earlier request (nothing run)."""
+    scored: int = 0
+    """Score requests (a continuation's likelihood: prompt evaluation only)."""
 
     def add(self, other: EngineStats) -> None:
         for name, value in vars(other).items():
@@ -214,6 +218,11 @@ class _Slot:
         size = max(0, min(len(held), len(prompt) - 1))
         differ = np.flatnonzero(held[:size] != np.asarray(prompt[:size], dtype=held.dtype))
         return int(differ[0]) if differ.size else size
+
+    def held(self) -> int:
+        """How many tokens of an earlier prompt this context holds (what a new prompt that
+        shares none of them would overwrite, under whichever adapter they were computed)."""
+        return min(int(self.llm.n_tokens), self._prompt_positions)
 
     def _prime(self, prompt: list[int], check_cancelled: Callable[[], None] = lambda: None) -> int:
         """Bring the context to `prompt`, reusing what it already holds; return the number of

@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -55,7 +56,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from remora.config.settings import DEFAULT_N_CTX
-from remora.findings.results import Usage
+from remora.findings.results import EngineUsage, Usage
 from remora.models.local.binding import (
     INSTALL_HINT,
     _check_token_data_layout,
@@ -100,6 +101,8 @@ _TEXT_CONTEXTS_PER_SLOT = 2
 """As many as jobs in flight (`recommended_concurrency`): two jobs whose completions take turns
 each find their own code still in a context. A chat context per slot is enough: after the
 observations most jobs make one chat request, which reuses the agent's shared prefix."""
+REPLAYED_REPLIES = 256
+"""Completions kept for identical requests (a few KB each)."""
 TEXT_N_CTX = 2048
 """Tokens of context for text completions (code and a few sentences); a longer prompt is
 continued in a chat context. A context costs about 200 MB at 8192 tokens, 90 MB at 2048."""
@@ -149,6 +152,9 @@ class LocalChatModel:
         self._stats_lock = threading.Lock()
         self._adapters: dict[str, Path] = {}
         """GGUF LoRA adapters by the name requests ask for them with (`request.model`)."""
+        self._replies: OrderedDict[tuple[object, ...], Completion] = OrderedDict()
+        """Recent completions by request: jobs of one class or module often send the same
+        prompt (the constructor a test starts with), and decoding is deterministic."""
 
     @property
     def recommended_concurrency(self) -> int:
@@ -217,6 +223,7 @@ class LocalChatModel:
         request sees an adapter some contexts lack). A request naming anything else gets the
         base model. Blocking."""
         with self._load_lock:
+            self._replies.clear()  # an adapter's name may now mean other weights
             if self.load_seconds is None:
                 self._adapters.update(adapters)
                 return
@@ -294,6 +301,14 @@ class LocalChatModel:
         continuation's log-probability (`scoring.py`)."""
         if request.score is not None:
             return await score_text(self, model, request)
+        adapter = self._adapter(model)
+        stops = tuple(request.stop)
+        key = (adapter, request.prompt, stops, request.max_tokens, request.temperature)
+        replayed = self._replies.get(key)
+        if replayed is not None:  # the same request gives the same reply (docs/LOCAL_ENGINE.md)
+            self._replies.move_to_end(key)
+            self.record(EngineStats(replayed=1, prompt_tokens=replayed.usage.prompt_tokens))
+            return replayed
         await self.load()
         async with self._order.turn(0):
             generation = await anyio.to_thread.run_sync(
@@ -305,11 +320,11 @@ class LocalChatModel:
                     max_tokens=request.max_tokens,
                     temperature=request.temperature,
                     stops=[stop.encode("utf-8") for stop in request.stop if stop],
-                    adapter=self._adapter(model),
+                    adapter=adapter,
                 ),
                 limiter=self._limiter,
             )
-        return Completion(
+        completion = Completion(
             text=generation.text,
             finish="length" if generation.finish == "length" else "stop",
             usage=Usage(
@@ -317,6 +332,10 @@ class LocalChatModel:
                 completion_tokens=generation.completion_tokens,
             ),
         )
+        self._replies[key] = completion
+        if len(self._replies) > REPLAYED_REPLIES:
+            self._replies.popitem(last=False)
+        return completion
 
     def _adapter(self, model: str) -> str | None:
         return model if model in self._adapters else None
@@ -377,9 +396,28 @@ class LocalChatModel:
             )
         finally:
             self._contexts.give_back(slot)
-        with self._stats_lock:
-            self.stats.add(generation.stats)
+        self.record(generation.stats)
         return generation
+
+    def usage(self) -> EngineUsage:
+        """The totals so far, as the run's report states them."""
+        with self._stats_lock:
+            stats = self.stats
+            return EngineUsage(
+                requests=stats.generations + stats.scored + stats.replayed,
+                replayed=stats.replayed,
+                prompt_tokens=stats.prompt_tokens,
+                prompt_tokens_evaluated=stats.prompt_tokens_evaluated,
+                prompt_tokens_reused=stats.prompt_tokens - stats.prompt_tokens_evaluated,
+                completion_tokens=stats.completion_tokens,
+                prompt_seconds=round(stats.prompt_seconds, 3),
+                completion_seconds=round(stats.completion_seconds, 3),
+            )
+
+    def record(self, stats: EngineStats) -> None:
+        """Add one request's counts to the engine's totals (any thread)."""
+        with self._stats_lock:
+            self.stats.add(stats)
 
 
 def _tool_name(tool: Mapping[str, Any]) -> object:

@@ -22,8 +22,8 @@ _USES: tuple[_Use, ...] = ("chat", "text")
 class _Contexts:
     """The idle contexts, by use. Chat prompts and text completions keep separate KV caches, so
     a job's completions do not evict the agent's shared chat prefix (system prompt, tool
-    declarations, examples), and a request gets the idle context holding the longest prefix
-    of its prompt: jobs taking turns do not evict each other's conversation or code."""
+    declarations, examples), and a request gets the idle context where it costs least (`cost`):
+    jobs taking turns do not evict each other's conversation or code."""
 
     def __init__(self) -> None:
         self._idle: dict[_Use, list[_Slot]] = {use: [] for use in _USES}
@@ -47,11 +47,10 @@ class _Contexts:
             prompt = idle[0].tokenize(prompt_text)
             if use == "text" and len(prompt) + max_tokens > idle[0].n_ctx:
                 idle = self._idle["chat"]  # one per slot, so one is idle as well
-            # The most whole chunks reused; without any, the context used least recently (so
-            # another job's conversation stays).
-            best = max(
+            latest = max(slot.used for slot in idle)
+            best = min(
                 idle,
-                key=lambda slot: (slot.reusable(prompt, adapter) // _EVAL_CHUNK, -slot.used),
+                key=lambda slot: (cost(slot, prompt, adapter, slot.used == latest), slot.used),
             )
             idle.remove(best)
             self._uses += 1
@@ -72,6 +71,26 @@ class _Contexts:
                 idle.clear()
             self._count = 0
             return slots
+
+
+REASKS = 2
+"""Completions a job asks for after its first (the test agent drafts three, greedy then two
+sampled): how often overwritten tokens would be evaluated again."""
+
+
+def cost(slot: _Slot, prompt: list[int], adapter: str | None, latest: bool) -> int:
+    """What answering `prompt` in `slot` costs in prompt tokens: those evaluated, plus, in the
+    context the latest request used (which holds the prompt of the other job in flight, the
+    next to ask again), those of its held prompt that would be overwritten, once for each
+    time that job is likely to ask again (`REASKS`).
+
+    Counting only the tokens evaluated, two jobs whose prompts share a prefix (a module's
+    imports, a class's constructor) both pick the context holding the other's prompt and
+    overwrite it: every completion of both evaluates its own part again, while the other
+    context holds a finished job's prompt. Ties go to the context used least recently."""
+    reused = slot.reusable(prompt, adapter) // _EVAL_CHUNK * _EVAL_CHUNK
+    lost = max(0, slot.held() - reused) if latest else 0
+    return len(prompt) - reused + REASKS * lost
 
 
 @dataclass(order=True)

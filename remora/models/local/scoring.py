@@ -11,6 +11,7 @@ it, not one per prompt token.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from remora.findings.results import Usage
-from remora.models.local.decoder import _EVAL_CHUNK, _Slot
+from remora.models.local.decoder import _EVAL_CHUNK, EngineStats, _Slot
 from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.messages import ModelError
 
@@ -38,10 +39,20 @@ async def score_text(engine: LocalChatModel, model: str, request: CompletionRequ
     await engine.load()
     context = "<bos>" + request.prompt
     async with engine._order.turn(0):
-        total, count, prompt_tokens = await anyio.to_thread.run_sync(
+        started = time.perf_counter()
+        total, count, prompt_tokens, evaluated = await anyio.to_thread.run_sync(
             partial(_score_in_thread, engine, context, request.score, engine._adapter(model)),
             limiter=engine._limiter,
         )
+        seconds = time.perf_counter() - started
+    engine.record(
+        EngineStats(
+            scored=1,
+            prompt_tokens=prompt_tokens,
+            prompt_tokens_evaluated=evaluated,
+            prompt_seconds=seconds,
+        )
+    )
     return Completion(
         text="",
         logprob=total,
@@ -52,7 +63,7 @@ async def score_text(engine: LocalChatModel, model: str, request: CompletionRequ
 
 def _score_in_thread(
     engine: LocalChatModel, context: str, continuation: str, adapter: str | None
-) -> tuple[float, int, int]:
+) -> tuple[float, int, int, int]:
     slot, whole = engine._contexts.take("text", context + continuation, 1, adapter)
     try:
         if len(whole) > slot.n_ctx:
@@ -65,10 +76,11 @@ def _score_in_thread(
             (i for i, (a, b) in enumerate(zip(head, whole, strict=False)) if a != b), len(head)
         )
         start = max(1, min(start, len(whole)))
+        reused = min(slot.reusable(whole, adapter), start - 1) // _EVAL_CHUNK * _EVAL_CHUNK
         total, count = score_tokens(slot, whole, start, anyio.from_thread.check_cancelled, adapter)
     finally:
         engine._contexts.give_back(slot)
-    return total, count, len(whole)
+    return total, count, len(whole), len(whole) - reused
 
 
 def score_tokens(

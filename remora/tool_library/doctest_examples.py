@@ -1,0 +1,108 @@
+"""Calls people wrote in the module's docstrings (`>>> ...` examples), read for the input generator.
+
+A docstring's examples are the author's own calls, so they are the most trusted candidates after
+call sites in code. The target's own docstring comes first, then every other docstring of the
+module: a class's examples build its instances (`>>> oset = OrderedSet([1, 2, 3])`) and show its
+special methods the way code uses them (`oset[1]`, `2 in oset`, `oset == [1, 2]`).
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+
+from remora.tool_library.parameter_values import arguments_text, is_value, keyword_values
+
+OPERATOR_METHODS: dict[type[ast.cmpop], str] = {ast.In: "__contains__", ast.NotIn: "__contains__"}
+"""Comparisons whose left operand is the argument of the right one's special method."""
+
+
+def example_trees(tree: ast.Module, first: ast.AST | None) -> list[ast.Module]:
+    """Each example of the module's docstrings parsed (those that parse), `first`'s before the
+    others'."""
+    owners: list[ast.Module | ast.ClassDef | ast.FunctionDef] = [tree]
+    owners += [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef | ast.FunctionDef)]
+    if isinstance(first, ast.FunctionDef) and first in owners:
+        owners.remove(first)
+        owners.insert(0, first)
+    parser = doctest.DocTestParser()
+    found: list[ast.Module] = []
+    for owner in owners:
+        docstring = ast.get_docstring(owner)
+        if not docstring:
+            continue
+        try:
+            examples = parser.get_examples(docstring)
+        except ValueError:
+            continue
+        for example in examples:
+            try:
+                found.append(ast.parse(example.source))
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                continue
+    return found
+
+
+def doctest_calls(
+    tree: ast.Module, definition: ast.FunctionDef, owner: str, name: str
+) -> list[str]:
+    """The argument lists of the target's calls in the module's examples: `name(...)` for a
+    function; for a method `x.name(...)`, and for `__getitem__`, `__contains__` and `__eq__`
+    the subscript and comparisons that call them (`x[1:3]` gives `slice(1, 3)`)."""
+    found: list[str] = []
+    for example in example_trees(tree, definition):
+        for node in ast.walk(example):
+            arguments = call_arguments(node, owner, name)
+            if arguments is not None and arguments not in found:
+                found.append(arguments)
+    return found
+
+
+def call_arguments(node: ast.AST, owner: str, name: str) -> str | None:
+    if isinstance(node, ast.Call):
+        func = node.func
+        named = (
+            (isinstance(func, ast.Attribute) and func.attr == name)
+            if owner
+            else (isinstance(func, ast.Name) and func.id == name)
+        )
+        plain = all(is_value(arg) for arg in [*node.args, *keyword_values(node)])
+        return arguments_text(node) if named and plain else None
+    if not owner:
+        return None
+    if name == "__getitem__" and isinstance(node, ast.Subscript):
+        index = node.slice
+        if isinstance(index, ast.Slice):
+            parts = [index.lower, index.upper, index.step]
+            if not all(part is None or is_value(part) for part in parts):
+                return None
+            while len(parts) > 1 and parts[-1] is None:
+                parts.pop()
+            texts = ["None" if part is None else ast.unparse(part) for part in parts]
+            return f"slice({', '.join(texts)})"
+        return ast.unparse(index) if is_value(index) else None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        operator = type(node.ops[0])
+        if OPERATOR_METHODS.get(operator) == name and is_value(node.left):
+            return ast.unparse(node.left)
+        if name == "__eq__" and operator in (ast.Eq, ast.NotEq) and not is_value(node.left):
+            argument = node.comparators[0]  # the left is the instance: `oset == [1, 2]`
+            return ast.unparse(argument) if is_value(argument) else None
+    return None
+
+
+def doctest_constructions(tree: ast.Module, owner: str) -> list[str]:
+    """`Owner(...)` calls with plain arguments in the module's examples, as constructor texts."""
+    found: list[str] = []
+    for example in example_trees(tree, None):
+        for node in ast.walk(example):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == owner
+                and all(is_value(arg) for arg in [*node.args, *keyword_values(node)])
+            ):
+                text = f"{owner}({arguments_text(node)})"
+                if text not in found:
+                    found.append(text)
+    return found
