@@ -579,6 +579,12 @@ def test_doctest_examples_come_only_from_calls_pinned_to_a_literal() -> None:
         {"call": "f(1, 2)", "value": "3"},
         {"call": "f(0.5)", "value": "0.25"},
     ]
+    table = {
+        "code": "@pytest.mark.parametrize(...)\n"
+        "def test_f(x, expected):\n    assert f(x) == expected\n",
+        "singles": [{"code": "def test_f_x_4():\n    assert f(4) == 16\n"}],
+    }
+    assert doctest_examples([table], "f", 5) == [{"call": "f(4)", "value": "16"}]
     assert examples_section(doctest_examples(tests, "f", 1), "google") == {
         "title": "Examples",
         "body": ">>> f(1, 2)\n3",

@@ -505,8 +505,8 @@ async def test_two_jobs_sharing_a_prefix_keep_a_context_each(
     engine: LocalChatModel, demo: Path
 ) -> None:
     """Two jobs of one module whose completions take turns, their prompts sharing the module's
-    code: each keeps its own context, so from its second completion on only the last chunk
-    of its prompt is evaluated again (not everything after the shared prefix)."""
+    code: each keeps its own context, so its later completions of the same prompt evaluate
+    nothing again (not everything after the shared prefix)."""
     module = (demo / "inventory" / "pricing.py").read_text()
     header = module[: module.index("\ndef ")]  # the docstring and imports
     prompts = [  # as the test agent lays them out: the header, then the function under test
@@ -526,7 +526,11 @@ async def test_two_jobs_sharing_a_prefix_keep_a_context_each(
         await evaluated(prompt, 0.0)
     for temperature in (0.5, 0.9):
         for prompt in prompts:
-            assert await evaluated(prompt, temperature) < 64
+            # The same prompt again: nothing evaluated (its cache and last logits are kept).
+            assert await evaluated(prompt, temperature) == 0
+    # Another prompt of the same job (a longer one): only its new part, from the last whole
+    # chunk the context holds.
+    assert 0 < await evaluated(prompts[0] + "1, 2)\n    y = apply_discount(", 0.0) < 64 + 12
 
 
 @pytest.mark.local_engine

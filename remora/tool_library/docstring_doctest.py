@@ -20,7 +20,9 @@ def doctest_examples(
     whose only statement is `assert function(...) == LITERAL` (or `pytest.approx(LITERAL)`),
     the literal being the repr the probe saw, so doctest prints the same text."""
     found: list[dict[str, str]] = []
-    for test in tests:
+    # A parametrized table's rows are tests of their own too (`singles`).
+    each = [single for test in tests for single in [test, *test.get("singles", [])]]
+    for test in each:
         body = str(test.get("code", "")).split("\n")[1:]
         statements = [line.strip() for line in body if line.strip()]
         if len(statements) != 1:

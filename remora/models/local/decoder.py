@@ -107,6 +107,11 @@ class _Slot:
         """The LoRA adapter applied now, under which the held KV cache was computed."""
         self._adapters: dict[str, Any] = {}
         """Adapters loaded for this instance's model, by name."""
+        self._last_prompt: list[int] = []
+        self._last_logits: np.ndarray[Any, np.dtype[np.float32]] | None = None
+        """The last evaluated prompt and the logits after its last token (a copy: 1 MB)."""
+        self._replay: np.ndarray[Any, np.dtype[np.float32]] | None = None
+        """Those logits, while they stand for the llama.cpp buffer (the first token)."""
 
     def close(self) -> None:
         for pointer in self._adapters.values():
@@ -138,6 +143,7 @@ class _Slot:
             raise ModelError(f"llama.cpp could not apply the adapter {adapter}")
         self.adapter = adapter
         self._prompt_positions = 0
+        self._last_logits = None
 
     def tokenize(self, text: str) -> list[int]:
         # The rendered prompt carries its own <bos>; control tokens are parsed, as a server
@@ -164,7 +170,16 @@ class _Slot:
         self._apply(adapter)
         stats = EngineStats(generations=1, prompt_tokens=len(prompt))
         started = time.perf_counter()
-        stats.prompt_tokens_evaluated = self._prime(prompt, check_cancelled)
+        if self._holds_whole(prompt):
+            # The same prompt as a request before (a job's drafts at other temperatures): its
+            # cache entries and last logits are what evaluating it again would compute.
+            memory = self.llama.llama_get_memory(self.llm.ctx)
+            self.llama.llama_memory_seq_rm(memory, 0, len(prompt), -1)
+            self.llm.n_tokens = len(prompt)
+            self._replay = self._last_logits
+        else:
+            stats.prompt_tokens_evaluated = self._prime(prompt, check_cancelled)
+            self._last_prompt, self._last_logits = list(prompt), self._logits().copy()
         stats.prompt_seconds = time.perf_counter() - started
         rng = np.random.default_rng(seed)
         out = bytearray()
@@ -193,8 +208,10 @@ class _Slot:
                     break
                 if on_text is not None:
                     on_text(out.decode("utf-8", errors="replace"))
+                self._replay = None
                 if completion < max_tokens:
                     self.llm.eval([token])
+        self._replay = None
         stats.completion_tokens = completion
         stats.completion_seconds = time.perf_counter() - started
         text = out.decode("utf-8", errors="replace")
@@ -268,7 +285,19 @@ class _Slot:
         finally:
             self.llama.llama_sampler_free(sampler)
 
+    def _holds_whole(self, prompt: list[int]) -> bool:
+        """Whether the context holds all of `prompt` as evaluated by the last request that
+        evaluated a prompt (same tokens, same adapter, not overwritten since)."""
+        if self._last_logits is None or self._last_prompt != prompt:
+            return False
+        if self._prompt_positions < len(prompt) or self.llm.n_tokens < len(prompt):
+            return False
+        held = np.asarray(self.llm.input_ids[: len(prompt)])
+        return bool(np.array_equal(held, np.asarray(prompt, dtype=held.dtype)))
+
     def _logits(self) -> np.ndarray[Any, np.dtype[np.float32]]:
+        if self._replay is not None:
+            return self._replay
         pointer = self.llama.llama_get_logits_ith(self.llm.ctx, -1)
         logits: np.ndarray[Any, np.dtype[np.float32]] = np.ctypeslib.as_array(
             pointer, shape=(self.n_vocab,)
