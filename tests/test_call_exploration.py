@@ -492,6 +492,32 @@ def test_candidates_for_a_method_are_called_on_instances() -> None:
     assert ".increment(" in found[0].case("Counter.increment")
 
 
+def test_special_methods_get_their_docstring_calls_and_another_instance() -> None:
+    """`x | {2}` in an example is a call of `__or__`; `other` of `__eq__` is another instance;
+    the example's `Tags(['a'])` builds the instances."""
+    source = (
+        "class Tags:\n"
+        '    """Labels.\n\n'
+        "    >>> Tags(['a']) | {'b'}\n"
+        "    Tags(['a', 'b'])\n"
+        '    """\n\n'
+        "    def __init__(self, labels=()):\n"
+        "        self.labels = list(labels)\n\n"
+        "    def __or__(self, other):\n"
+        "        return Tags(self.labels + sorted(other))\n\n"
+        "    def __eq__(self, other):\n"
+        "        return isinstance(other, Tags) and self.labels == other.labels\n"
+    )
+    union = candidate_calls(source, "Tags.__or__")
+    assert (union[0].arguments, union[0].instance, union[0].origin) == (
+        "{'b'}",
+        "Tags(['a'])",
+        "doctest",
+    )
+    equal = candidate_calls(source, "Tags.__eq__")
+    assert any(c.arguments == "Tags(['a'])" for c in equal)
+
+
 def observation(**seen: Any) -> dict[str, Any]:
     """What the probe reports of one call, with the defaults of a plain return."""
     return {

@@ -87,6 +87,11 @@ PROTOCOL = {
     "__getitem__": "{0}[{1}]",
     "__contains__": "{1} in {0}",
     "__eq__": "{0} == {1}",
+    # Operators that bind tighter than `==`: `x | y == z` compares the union.
+    "__and__": "{0} & {1}",
+    "__or__": "{0} | {1}",
+    "__sub__": "{0} - {1}",
+    "__xor__": "{0} ^ {1}",
 }
 """Special methods a test calls the way code does: `len(items)`, not `items.__len__()`."""
 

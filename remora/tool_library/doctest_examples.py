@@ -15,6 +15,13 @@ from remora.tool_library.parameter_values import arguments_text, is_value, keywo
 
 OPERATOR_METHODS: dict[type[ast.cmpop], str] = {ast.In: "__contains__", ast.NotIn: "__contains__"}
 """Comparisons whose left operand is the argument of the right one's special method."""
+BINARY_METHODS: dict[type[ast.operator], str] = {
+    ast.BitAnd: "__and__",
+    ast.BitOr: "__or__",
+    ast.Sub: "__sub__",
+    ast.BitXor: "__xor__",
+}
+"""Operators whose right operand is the argument of the left one's special method."""
 
 
 def example_trees(tree: ast.Module, first: ast.AST | None) -> list[ast.Module]:
@@ -81,14 +88,25 @@ def call_arguments(node: ast.AST, owner: str, name: str) -> str | None:
             texts = ["None" if part is None else ast.unparse(part) for part in parts]
             return f"slice({', '.join(texts)})"
         return ast.unparse(index) if is_value(index) else None
+    if isinstance(node, ast.BinOp) and BINARY_METHODS.get(type(node.op)) == name:
+        # `oset | {10}`: the instance on the left, a value on the right.
+        plain = is_value(node.right) and is_instance(node.left, owner)
+        return ast.unparse(node.right) if plain else None
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         operator = type(node.ops[0])
         if OPERATOR_METHODS.get(operator) == name and is_value(node.left):
             return ast.unparse(node.left)
-        if name == "__eq__" and operator in (ast.Eq, ast.NotEq) and not is_value(node.left):
-            argument = node.comparators[0]  # the left is the instance: `oset == [1, 2]`
+        if name == "__eq__" and operator in (ast.Eq, ast.NotEq) and is_instance(node.left, owner):
+            argument = node.comparators[0]  # `oset == [1, 2]`
             return ast.unparse(argument) if is_value(argument) else None
     return None
+
+
+def is_instance(node: ast.expr, owner: str) -> bool:
+    """An example's instance: a name (`oset`) or a call of the class (`OrderedSet([1])`)."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id == owner
+    return isinstance(node, ast.Name)
 
 
 def doctest_constructions(tree: ast.Module, owner: str) -> list[str]:

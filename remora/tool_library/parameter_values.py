@@ -275,6 +275,7 @@ def fill_pools(
 ) -> None:
     """Each parameter's values, most telling first: its boundaries from the body, its type's
     values, the module's literals of that type, its default."""
+    owner = next((cls for cls in classes.values() if definition in cls.body), None)
     boundaries = compared_literals(definition)
     module_literals = literals(tree)
     module_words = words(tree)
@@ -285,6 +286,8 @@ def fill_pools(
         if not parameter.annotation and parameter.default is None and not parameter.used_as:
             parameter.used_as = passed_on.get(parameter.name, "")
         typed = typed_values(parameter, factory, 0)
+        if parameter.name == "other" and owner is not None and not parameter.annotation:
+            typed = [*factory.instances(owner.name), *typed]  # `other`: another of its kind
         indexed = not parameter.annotation or re.search(r"int|slice|Index", parameter.annotation)
         if definition.name == "__getitem__" and parameter is parameters[0] and indexed:
             typed = [*INDEX_VALUES, *typed]  # what `items[...]` is mostly given
