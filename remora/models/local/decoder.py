@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from remora.models.local.binding import _TOKEN_DATA_FIELDS
+from remora.models.local.usage import EngineStats
 from remora.protocol.functiongemma import (
     END_FUNCTION_CALL,
     END_OF_TURN,
@@ -44,30 +45,6 @@ _END_CALL = END_FUNCTION_CALL.encode()
 
 
 _END_OF_TURN = END_OF_TURN.encode()
-
-
-@dataclass
-class EngineStats:
-    """Totals over every generation, for benchmarks and `--events`-style reporting."""
-
-    generations: int = 0
-    prompt_tokens: int = 0
-    """Tokens of all prompts, reused or not."""
-    prompt_tokens_evaluated: int = 0
-    """Prompt tokens actually run through the model (the rest came from a slot's KV cache)."""
-    prompt_seconds: float = 0.0
-    completion_tokens: int = 0
-    completion_seconds: float = 0.0
-    grammar_full_checks: int = 0
-    """Tokens for which the grammar had to be applied to the whole vocabulary."""
-    replayed: int = 0
-    """Completions answered with the reply to an identical earlier request (nothing run)."""
-    scored: int = 0
-    """Score requests (a continuation's likelihood: prompt evaluation only)."""
-
-    def add(self, other: EngineStats) -> None:
-        for name, value in vars(other).items():
-            setattr(self, name, getattr(self, name) + value)
 
 
 @dataclass

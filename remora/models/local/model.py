@@ -1,40 +1,28 @@
 """The embedded engine: a GGUF model run in-process on the CPU with llama-cpp-python.
 
 `LocalChatModel` answers the same calls as `OpenAIChatModel` (`complete`, `list_models`,
-`aclose`), so the runner cannot tell it from a server:
+`aclose`), so the runner cannot tell it from a server (docs/LOCAL_ENGINE.md has the details):
 
-* **Prompt.** The conversation is rendered with `remora.protocol.functiongemma.render_prompt`, the
-  same bytes the server kit's chat template produces, and tokenized with control tokens parsed
-  (`<bos>`, `<start_of_turn>`; FunctionGemma's `<start_function_call>` family too when the
-  GGUF has them as tokens, else they are plain text, which is the case for the Gemma 3 base
-  model).
-* **Constrained decoding.** Every reply is generated under the protocol module's GBNF grammar
-  (`gbnf_grammar`), so it is a well-formed call to one of the offered tools, with arguments of
-  the declared types: `"auto"` and `"required"` both mean "one or more calls" (the runner needs
-  a call every turn; a reply without one only costs a repair round), a named tool choice means
-  exactly one call to that tool, and when only `submit_result` is offered only it can come out.
-  The grammar is checked lazily: the model's own choice is tried first and the grammar is
-  applied to the whole vocabulary (262k tokens for Gemma, about 0.1 s a token on two cores)
-  only when that choice is refused. For greedy decoding this picks exactly the token a
-  grammar-first sampler would.
-* **Output.** Parsed with `parse_output`. A call cut off by `max_tokens` after complete calls is
-  dropped (the reply keeps the complete ones); a call that repeats an earlier call of the same
-  reply ends the reply there (small models loop; the runner would refuse the repeat anyway).
-* **Prompts longer than the context** are not evaluated: `PromptTooLong` (a `ModelError`) says
-  both numbers, and the runner refuses that request instead of failing the job.
-* **Reproducible.** Temperature 0 is greedy; above it, sampling uses a generator seeded from
-  `seed`, so the same request gives the same reply.
-* **Concurrency.** llama.cpp calls block and a context is not thread-safe: generations run in
-  worker threads (`anyio.to_thread.run_sync`) under a `CapacityLimiter` of `slots`, each slot a
-  model instance of its own (weights are memory-mapped, so the pages are shared). The
-  orchestrator's 64 jobs queue there instead of thrashing the CPU, the conversation furthest
-  along first (`_TurnOrder`), so started jobs finish. A cancelled job (Ctrl-C,
-  `runner.job_timeout`) stops its generation at the next token.
-* **Prefix reuse.** A context keeps the KV cache of its last prompt: a request that shares a
-  prefix with it (the agent's system prompt, tool declarations and examples, the earlier turns
-  of a job, the code a tool asks to continue) evaluates only the rest. Each slot has a chat
-  context and two smaller text contexts (`_Contexts`), so completions do not evict the agent's
-  chat prefix, and a request takes the idle context that holds most of its prompt.
+* **Prompt.** Rendered by `remora.protocol.functiongemma.render_prompt` (the bytes the server
+  kit's chat template produces) and tokenized with control tokens parsed.
+* **Constrained decoding.** Every reply is generated under the protocol module's GBNF grammar,
+  so it is a well-formed call to an offered tool: `"auto"` and `"required"` both mean "one or
+  more calls", a named tool choice exactly one call to that tool. The model's own token is
+  tried first; the grammar is applied to the whole vocabulary only when it refuses that token
+  (for greedy decoding, exactly the token a grammar-first sampler picks).
+* **Output.** Parsed with `parse_output`: a call cut off by `max_tokens` after complete ones is
+  dropped; a call that repeats an earlier one of the reply ends it there.
+* **Prompts longer than the context** are not evaluated: `PromptTooLong` (a `ModelError`), which
+  the runner turns into a refusal of that request, not a failed job.
+* **Reproducible.** Temperature 0 is greedy; above it, sampling is seeded from `seed`: the same
+  request gives the same reply, whatever ran before.
+* **Concurrency.** Generations run in worker threads under a `CapacityLimiter` of `slots`, each
+  slot a model instance (weights memory-mapped, so shared); waiting requests are served the
+  conversation furthest along first (`_TurnOrder`). A cancelled job stops at the next token.
+* **Prefix reuse.** A context keeps the KV cache of its last prompt; a request evaluates only
+  what it does not share with it. A slot has a chat context and two text contexts
+  (`_Contexts`), and a request takes the one where it costs least (`scheduler.cost`); a
+  completion identical to a recent one gets that one's reply (`ReplayedReplies`).
 
 llama-cpp-python is an optional dependency (`pip install 'remora[local]'`); this module imports
 it only when a model is loaded, so Remora works without it.
@@ -45,7 +33,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -65,10 +52,11 @@ from remora.models.local.binding import (
     cpu_count,
     llama_cpp_available,
 )
-from remora.models.local.decoder import _EVAL_CHUNK, EngineStats, _Generation, _Slot, _Use
+from remora.models.local.decoder import _EVAL_CHUNK, _Generation, _Slot, _Use
 from remora.models.local.reply import DecodingProgress, calls_so_far, generation_reply
 from remora.models.local.scheduler import _Contexts, _TurnOrder
 from remora.models.local.scoring import score_text
+from remora.models.local.usage import EngineStats, ReplayedReplies
 from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.functiongemma import (
     gbnf_grammar,
@@ -93,16 +81,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-"""ggml's `ggml_log_level` (NONE, DEBUG, INFO, WARN, ERROR, CONT = 0..5). llama-cpp-python's own
-callback still uses an older numbering and prints warnings as errors, on stderr."""
-
-
 _TEXT_CONTEXTS_PER_SLOT = 2
 """As many as jobs in flight (`recommended_concurrency`): two jobs whose completions take turns
 each find their own code still in a context. A chat context per slot is enough: after the
 observations most jobs make one chat request, which reuses the agent's shared prefix."""
-REPLAYED_REPLIES = 256
-"""Completions kept for identical requests (a few KB each)."""
 TEXT_N_CTX = 2048
 """Tokens of context for text completions (code and a few sentences); a longer prompt is
 continued in a chat context. A context costs about 200 MB at 8192 tokens, 90 MB at 2048."""
@@ -152,9 +134,7 @@ class LocalChatModel:
         self._stats_lock = threading.Lock()
         self._adapters: dict[str, Path] = {}
         """GGUF LoRA adapters by the name requests ask for them with (`request.model`)."""
-        self._replies: OrderedDict[tuple[object, ...], Completion] = OrderedDict()
-        """Recent completions by request: jobs of one class or module often send the same
-        prompt (the constructor a test starts with), and decoding is deterministic."""
+        self._replies = ReplayedReplies()
 
     @property
     def recommended_concurrency(self) -> int:
@@ -306,7 +286,6 @@ class LocalChatModel:
         key = (adapter, request.prompt, stops, request.max_tokens, request.temperature)
         replayed = self._replies.get(key)
         if replayed is not None:  # the same request gives the same reply (docs/LOCAL_ENGINE.md)
-            self._replies.move_to_end(key)
             self.record(EngineStats(replayed=1, prompt_tokens=replayed.usage.prompt_tokens))
             return replayed
         await self.load()
@@ -332,9 +311,7 @@ class LocalChatModel:
                 completion_tokens=generation.completion_tokens,
             ),
         )
-        self._replies[key] = completion
-        if len(self._replies) > REPLAYED_REPLIES:
-            self._replies.popitem(last=False)
+        self._replies.put(key, completion)
         return completion
 
     def _adapter(self, model: str) -> str | None:
@@ -402,17 +379,7 @@ class LocalChatModel:
     def usage(self) -> EngineUsage:
         """The totals so far, as the run's report states them."""
         with self._stats_lock:
-            stats = self.stats
-            return EngineUsage(
-                requests=stats.generations + stats.scored + stats.replayed,
-                replayed=stats.replayed,
-                prompt_tokens=stats.prompt_tokens,
-                prompt_tokens_evaluated=stats.prompt_tokens_evaluated,
-                prompt_tokens_reused=stats.prompt_tokens - stats.prompt_tokens_evaluated,
-                completion_tokens=stats.completion_tokens,
-                prompt_seconds=round(stats.prompt_seconds, 3),
-                completion_seconds=round(stats.completion_seconds, 3),
-            )
+            return self.stats.usage()
 
     def record(self, stats: EngineStats) -> None:
         """Add one request's counts to the engine's totals (any thread)."""

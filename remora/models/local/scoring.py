@@ -21,7 +21,8 @@ import anyio.from_thread
 import anyio.to_thread
 
 from remora.findings.results import Usage
-from remora.models.local.decoder import _EVAL_CHUNK, EngineStats, _Slot
+from remora.models.local.decoder import _EVAL_CHUNK, _Slot
+from remora.models.local.usage import EngineStats
 from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.messages import ModelError
 

@@ -1,0 +1,74 @@
+"""What the embedded engine counts (`EngineStats`: per request, and its totals for the run's
+report) and the completions it answers again for identical requests (`ReplayedReplies`)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from remora.findings.results import EngineUsage
+from remora.protocol.completion import Completion
+
+REPLAYED_REPLIES = 256
+"""Completions kept for identical requests (a few KB each)."""
+
+
+@dataclass
+class EngineStats:
+    """Totals over every generation, for benchmarks and the report's `summary.engine`."""
+
+    generations: int = 0
+    prompt_tokens: int = 0
+    """Tokens of all prompts, reused or not."""
+    prompt_tokens_evaluated: int = 0
+    """Prompt tokens actually run through the model (the rest came from a slot's KV cache)."""
+    prompt_seconds: float = 0.0
+    completion_tokens: int = 0
+    completion_seconds: float = 0.0
+    grammar_full_checks: int = 0
+    """Tokens for which the grammar had to be applied to the whole vocabulary."""
+    replayed: int = 0
+    """Completions answered with the reply to an identical earlier request (nothing run)."""
+    scored: int = 0
+    """Score requests (a continuation's likelihood: prompt evaluation only)."""
+
+    def add(self, other: EngineStats) -> None:
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def usage(self) -> EngineUsage:
+        """These totals as the run's report states them."""
+        return EngineUsage(
+            requests=self.generations + self.scored + self.replayed,
+            replayed=self.replayed,
+            prompt_tokens=self.prompt_tokens,
+            prompt_tokens_evaluated=self.prompt_tokens_evaluated,
+            prompt_tokens_reused=self.prompt_tokens - self.prompt_tokens_evaluated,
+            completion_tokens=self.completion_tokens,
+            prompt_seconds=round(self.prompt_seconds, 3),
+            completion_seconds=round(self.completion_seconds, 3),
+        )
+
+
+class ReplayedReplies:
+    """The latest completions by request. Jobs of one class or module often send the same
+    prompt (the constructor a test starts with), and decoding is deterministic: the same
+    request gets the same reply, so it need not be decoded again. Used from the event loop."""
+
+    def __init__(self, size: int = REPLAYED_REPLIES) -> None:
+        self.size = size
+        self._replies: OrderedDict[tuple[object, ...], Completion] = OrderedDict()
+
+    def get(self, key: tuple[object, ...]) -> Completion | None:
+        reply = self._replies.get(key)
+        if reply is not None:
+            self._replies.move_to_end(key)
+        return reply
+
+    def put(self, key: tuple[object, ...], reply: Completion) -> None:
+        self._replies[key] = reply
+        if len(self._replies) > self.size:
+            self._replies.popitem(last=False)
+
+    def clear(self) -> None:
+        self._replies.clear()
