@@ -30,6 +30,7 @@ from remora.jobs.job import Job, JobOptions, job_id
 from remora.jobs.orchestrator import emit_finished, run_jobs
 from remora.jobs.transcripts import TranscriptWriter
 from remora.models.http.adaptive import adapted
+from remora.models.local.model import LocalChatModel
 from remora.protocol.messages import ChatModel, ModelError
 from remora.sandbox.interpreter import project_python
 
@@ -117,22 +118,23 @@ async def analyze(
             concurrency=settings.concurrency,
         )
 
+    engine: EngineUsage | None = None
+    """What the embedded engine did, once it has closed (none through a server)."""
+
     @asynccontextmanager
     async def model() -> AsyncIterator[ChatModel]:
+        nonlocal engine
         async with open_model(choice, agents, say=hooks.say, warn=hooks.warn) as opened:
             hooks.started(len(runnable) - cached)
             if choice.local is not None:  # the embedded engine schedules its own requests
                 try:
                     yield opened
                 finally:
-                    usage = getattr(opened, "usage", None)
-                    engine.extend([usage()] if callable(usage) else [])
+                    engine = opened.usage() if isinstance(opened, LocalChatModel) else None
                 return
             async with adapted(opened, run_settings) as steered:
                 yield steered
 
-    engine: list[EngineUsage] = []
-    """What the embedded engine did, once it has closed (none through a server)."""
     models = {agent.name: agent.model for agent in agents}
     together = checked_agents(agents)
 
@@ -194,7 +196,7 @@ async def analyze(
         hooks.say(said)
     outcome = AnalyzeOutcome(
         results=results,
-        summary=RunSummary.of(len(plan.nodes), results, engine=engine[0] if engine else None),
+        summary=RunSummary.of(len(plan.nodes), results, engine=engine),
         agents=agents,
         root=plan.root,
         cached=cached,

@@ -18,7 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from remora.tool_library.doctest_examples import doctest_calls, doctest_constructions
+from remora.tool_library.doctest_examples import (
+    doctest_calls,
+    doctest_constructions,
+    example_trees,
+)
 from remora.tool_library.parameter_values import (
     InstanceFactory,
     Parameter,
@@ -70,8 +74,10 @@ def candidate_calls(
     if definition is None:
         raise ValueError(f"{target} is not defined at the top level of the module")
     parameters = parameters_of(definition, method=bool(owner))
-    examples = {cls: doctest_constructions(tree, cls) for cls in classes}
-    factory = InstanceFactory(classes, project_sources, constructors, examples)
+    examples = example_trees(tree)
+    factory = InstanceFactory(
+        classes, project_sources, constructors, doctest_constructions(examples, classes)
+    )
     instances: list[str | None] = [None]
     if owner:
         instances = list(factory.instances(owner)) or [f"{owner}()"]
@@ -84,7 +90,7 @@ def candidate_calls(
 
     for arguments in call_sites(name, bool(owner), project_sources):
         add(arguments, "call site", instances[0])
-    for arguments in doctest_calls(tree, definition, owner, name):
+    for arguments in doctest_calls(examples, definition, owner, name):
         add(arguments, "doctest", instances[0])
     for arguments in proposals:
         add(arguments, "model", instances[0])

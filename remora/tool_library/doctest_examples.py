@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import doctest
+from collections.abc import Iterable
 
 from remora.tool_library.parameter_values import arguments_text, is_value, keyword_values
 
@@ -24,16 +25,18 @@ BINARY_METHODS: dict[type[ast.operator], str] = {
 """Operators whose right operand is the argument of the left one's special method."""
 
 
-def example_trees(tree: ast.Module, first: ast.AST | None) -> list[ast.Module]:
-    """Each example of the module's docstrings parsed (those that parse), `first`'s before the
-    others'."""
+Example = tuple[ast.AST, ast.Module]
+"""An example parsed, with the module, class or function whose docstring holds it."""
+
+
+def example_trees(tree: ast.Module) -> list[Example]:
+    """Each example of the module's docstrings that parses, the module's own first, then in the
+    order `ast.walk` meets the classes and functions. Parsed once per job: both readers below
+    take this list."""
     owners: list[ast.Module | ast.ClassDef | ast.FunctionDef] = [tree]
     owners += [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef | ast.FunctionDef)]
-    if isinstance(first, ast.FunctionDef) and first in owners:
-        owners.remove(first)
-        owners.insert(0, first)
     parser = doctest.DocTestParser()
-    found: list[ast.Module] = []
+    found: list[Example] = []
     for owner in owners:
         docstring = ast.get_docstring(owner)
         if not docstring:
@@ -44,20 +47,23 @@ def example_trees(tree: ast.Module, first: ast.AST | None) -> list[ast.Module]:
             continue
         for example in examples:
             try:
-                found.append(ast.parse(example.source))
+                found.append((owner, ast.parse(example.source)))
             except (SyntaxError, ValueError, MemoryError, RecursionError):
                 continue
     return found
 
 
 def doctest_calls(
-    tree: ast.Module, definition: ast.FunctionDef, owner: str, name: str
+    examples: list[Example], definition: ast.FunctionDef, owner: str, name: str
 ) -> list[str]:
-    """The argument lists of the target's calls in the module's examples: `name(...)` for a
-    function; for a method `x.name(...)`, and for `__getitem__`, `__contains__` and `__eq__`
-    the subscript and comparisons that call them (`x[1:3]` gives `slice(1, 3)`)."""
+    """The argument lists of the target's calls in the module's examples (`definition`'s own
+    first): `name(...)` for a function; for a method `x.name(...)`, and for `__getitem__`,
+    `__contains__`, `__eq__` and the set operators the subscript, comparison or operator that
+    calls them (`x[1:3]` gives `slice(1, 3)`)."""
+    own = [example for where, example in examples if where is definition]
+    others = [example for where, example in examples if where is not definition]
     found: list[str] = []
-    for example in example_trees(tree, definition):
+    for example in [*own, *others]:
         for node in ast.walk(example):
             arguments = call_arguments(node, owner, name)
             if arguments is not None and arguments not in found:
@@ -109,18 +115,19 @@ def is_instance(node: ast.expr, owner: str) -> bool:
     return isinstance(node, ast.Name)
 
 
-def doctest_constructions(tree: ast.Module, owner: str) -> list[str]:
-    """`Owner(...)` calls with plain arguments in the module's examples, as constructor texts."""
-    found: list[str] = []
-    for example in example_trees(tree, None):
+def doctest_constructions(examples: list[Example], classes: Iterable[str]) -> dict[str, list[str]]:
+    """For each of `classes`, its calls with plain arguments in the module's examples, as
+    constructor texts (`OrderedSet([1, 2, 3])`), in the examples' order."""
+    found: dict[str, list[str]] = {name: [] for name in classes}
+    for _, example in examples:
         for node in ast.walk(example):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
-                and node.func.id == owner
+                and node.func.id in found
                 and all(is_value(arg) for arg in [*node.args, *keyword_values(node)])
             ):
-                text = f"{owner}({arguments_text(node)})"
-                if text not in found:
-                    found.append(text)
+                text = f"{node.func.id}({arguments_text(node)})"
+                if text not in found[node.func.id]:
+                    found[node.func.id].append(text)
     return found

@@ -265,9 +265,7 @@ class _Slot:
     def _holds_whole(self, prompt: list[int]) -> bool:
         """Whether the context holds all of `prompt` as evaluated by the last request that
         evaluated a prompt (same tokens, same adapter, not overwritten since)."""
-        if self._last_logits is None or self._last_prompt != prompt:
-            return False
-        if self._prompt_positions < len(prompt) or self.llm.n_tokens < len(prompt):
+        if self._last_logits is None or self._last_prompt != prompt or self.held() < len(prompt):
             return False
         held = np.asarray(self.llm.input_ids[: len(prompt)])
         return bool(np.array_equal(held, np.asarray(prompt, dtype=held.dtype)))
