@@ -251,6 +251,7 @@ def run_fold(lib: str, fold: int | None, args: argparse.Namespace) -> list[dict[
             "agents.docstring.options.include_private=true",
             "-c",
             "agents.docstring.options.min_confidence=0",
+            *(["-c", f"agents.docstring.adapter={args.adapter.resolve()}"] if args.adapter else []),
             *sorted(originals),
         ]
         started = time.monotonic()
@@ -372,10 +373,22 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=None)
     parser.add_argument("--without-project-docstrings", action="store_true")
     parser.add_argument("--no-demo", action="store_true")
+    parser.add_argument(
+        "--adapter",
+        type=Path,
+        metavar="DIR",
+        help="run the agent with this adapter (e.g. from `remora train docstring --from-code`); "
+        "results go to docstring_quality_adapter.json",
+    )
     args = parser.parse_args()
     report = Report(
-        "docstring_quality" + ("_bundled" if args.without_project_docstrings else ""), args
+        "docstring_quality"
+        + ("_bundled" if args.without_project_docstrings else "")
+        + ("_adapter" if args.adapter else ""),
+        args,
     )
+    if args.adapter:
+        report.data["adapter"] = json.loads((args.adapter / "card.json").read_text())
     threshold = args.threshold if args.threshold is not None else agent_threshold()
     libraries = ["inflection"] if args.quick else args.libraries.split(",")
     folds: list[int | None] = (

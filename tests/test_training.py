@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -528,7 +530,7 @@ def test_a_card_that_is_not_an_adapter_card_is_one_plain_error(
         "not an adapter card made by `remora train`: missing keys: base.sha256; seed: Input "
         "should be a valid integer, unable to parse string as an integer (got 'x'); colour: "
         "unknown key; allowed keys: agent, base, created, data, format, gguf_sha256, lora, "
-        "name, remora_version, scores, seed, training"
+        "name, remora_version, scores, seed, sources, training"
     )
     for text, words in (
         ("[]", "not an adapter card made by `remora train`: a JSON object is expected, not list"),
@@ -557,3 +559,49 @@ def test_train_refuses_bad_flags_and_unknown_agents_before_any_work(
         code, _, err = run_cli(["train", "nosuch", "pkg"], capsys)
         assert code == 2 and "unknown agent(s) nosuch" in err
     assert not (project / "adapters").exists()
+
+
+@needs_train
+def test_remora_train_docstring_from_documented_code(
+    tiny: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The authors' summaries as examples: no agent runs, the card names the code it came
+    from and what was left out, and the loss on the examples falls."""
+    from tests.test_training_from_code import PACKAGE
+
+    for name, text in PACKAGE.items():
+        path = tmp_path / "code" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tiny["folder"] / "xdg"))
+    out = tmp_path / "adapter"
+    train = ["train", "docstring", "--from-code", "code", "--out", str(out), "--held-out", "0"]
+    train += ["--base-model", str(tiny["gguf"]), "--epochs", "4", "--min-examples", "4"]
+    code, _, err = run_cli([*train, "--learning-rate", "0.005"], capsys)
+    assert code == 0, err
+    assert "3 files, 11 documented definitions, 5 kept" in err
+    assert "training 5 examples x 4 epochs" in err
+    losses = [float(value) for value in re.findall(r"training: step \d+ of 20, loss ([\d.]+)", err)]
+    assert len(losses) == 10 and sum(losses[-3:]) < sum(losses[:3])
+    card = json.loads((out / "card.json").read_text())
+    assert card["sources"] == {
+        "kind": "code",
+        "paths": ["code"],
+        "left_out": {
+            "short": 1,
+            "placeholder": 1,
+            "only_docstring": 1,
+            "special": 1,
+            "repeated": 2,
+        },
+    }
+    assert card["data"]["train_examples"] == 5 and card["training"]["steps"] == 20
+    assert (out / "adapter.gguf").is_file() and (out / "peft" / "adapter_config.json").is_file()
+
+    capped = [*train, "--max-examples", "2", "--out", str(tmp_path / "capped")]
+    code, _, err = run_cli(capped, capsys)
+    assert code == 2 and "too few examples to train docstring: 2 (need --min-examples 4)" in err

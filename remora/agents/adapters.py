@@ -60,6 +60,17 @@ class DataCounts(_Strict):
     """Examples left out for not fitting `max_tokens`."""
 
 
+class Sources(_Strict):
+    """Where the examples came from."""
+
+    kind: Literal["runs", "code", "tests"]
+    """"runs": verified transcripts of the agent; "code": documented code (`--from-code`);
+    "tests": existing tests (`--from-tests`)."""
+    paths: tuple[str, ...]
+    left_out: dict[str, int] = {}
+    """What people wrote that was not learnt from, by reason (`from_code.py`, `from_tests.py`)."""
+
+
 class Scores(_Strict):
     held_out_loss_before: float | None
     """Mean loss per reply token on the held-out examples, base model."""
@@ -87,6 +98,7 @@ class AdapterCard(_Strict):
     base: BaseIdentity
     lora: LoraShape
     data: DataCounts
+    sources: Sources | None = None
     scores: Scores
     training: TrainingRun
     seed: int

@@ -19,7 +19,8 @@ from remora.cli.flags import config_flags, engine_flags, load, server_flags
 from remora.errors import UserInputError
 from remora.findings.results import JobResult
 from remora.report.progress import JobProgress
-from remora.training.run import TrainHooks, TrainRequest, train
+from remora.training.request import TrainHooks, TrainRequest
+from remora.training.run import train
 
 
 def add_parser(commands: Any) -> None:
@@ -29,12 +30,45 @@ def add_parser(commands: Any) -> None:
         help="fine-tune a LoRA adapter for an agent from its verified runs",
         description="Run AGENT on PATH several times with sampling, keep the transcripts whose "
         "outcome a tool verified, and fine-tune a LoRA adapter on them (PEFT for vLLM, GGUF for "
-        "the embedded engine, a card with held-out scores). Needs the train extra: pip install "
-        "'remora[train]'. See docs/TRAINING.md.",
+        "the embedded engine, a card with held-out scores). With --from-code (docstring agent) "
+        "or --from-tests (test agent), learn instead from the summaries and the calls people "
+        "wrote. Needs the train extra: pip install 'remora[train]'. See docs/TRAINING.md.",
     )
     parser.set_defaults(run=run)
     parser.add_argument("agent", metavar="AGENT", help="the agent to train (e.g. docstring)")
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="code to learn from")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="code to run the agent on and learn from its verified runs",
+    )
+    parser.add_argument(
+        "--from-code",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="docstring agent only: learn the summaries the authors of this documented code "
+        "wrote (your project, a library, the standard library), each behind the prompt the "
+        "agent would send for its definition; no agent runs",
+    )
+    parser.add_argument(
+        "--from-tests",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="test agent only: learn the calls people wrote in the tests of these projects "
+        "(test_*.py calling the project's functions, classes and methods), each behind the "
+        "prompt the agent sends to ask for a call's arguments; no agent runs",
+    )
+    parser.add_argument(
+        "--max-examples",
+        type=int,
+        metavar="N",
+        help="train on at most N examples (a seeded choice; default all)",
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -107,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         ("--epochs", args.epochs, 1),
         ("--rank", args.rank, 1),
         ("--seed", args.seed, 0),
+        ("--max-examples", 1 if args.max_examples is None else args.max_examples, 1),
     ):
         if value < low:
             raise UserInputError(f"{name} must be at least {low} (got {value})")
@@ -117,10 +152,25 @@ def run(args: argparse.Namespace) -> int:
             f"--temperature must be above 0 (sampling is what finds other verified runs) and at "
             f"most 2 (got {args.temperature})"
         )
+    written = args.from_code or args.from_tests
+    if not args.paths and not written:
+        raise UserInputError(
+            "remora train needs code: PATH... to run the agent on, --from-code PATH... "
+            "(docstring agent) to learn from documented code, or --from-tests PATH... (test "
+            "agent) to learn from existing tests"
+        )
+    if args.paths and written:
+        raise UserInputError(
+            "give either PATH... (learn from the agent's verified runs) or --from-code / "
+            "--from-tests PATH... (learn from what people wrote), not both"
+        )
     loaded = load(args)
     request = TrainRequest(
         agent=args.agent,
         paths=tuple(args.paths),
+        from_code=tuple(args.from_code),
+        from_tests=tuple(args.from_tests),
+        max_examples=args.max_examples,
         out=args.out or Path("adapters") / args.agent,
         transcripts=args.transcripts,
         attempts=args.attempts,

@@ -28,6 +28,7 @@ from remora.tool_library.docstring_check import check_docstring
 from remora.tool_library.docstring_context import code_facts
 from remora.tool_library.docstring_doctest import doctest_examples, examples_section
 from remora.tool_library.docstring_parse import parse_docstring
+from remora.tool_library.docstring_prompt import summary_prompt
 from remora.tool_library.docstring_rank import rank_drafts
 from remora.tool_library.docstring_render import render_docstring
 from remora.tool_library.docstring_retrieval import nearest_examples
@@ -337,6 +338,7 @@ def host_functions(
         "docstring_skip_reason": docstring_skip_reason,
         "code_facts": code_facts,
         "rank_drafts": rank_drafts,
+        "summary_prompt": summary_prompt,
         "doctest_examples": doctest_examples,
         "examples_section": examples_section,
     }

@@ -165,6 +165,19 @@ def docstring_examples(source: str, line: int, limit: int = 3) -> dict[str, Any]
     place, where}]}: the project's sentences for parameters of the same names), voice
     ("imperative", "third_person" or None), bundled (bool)."""
 
+def summary_prompt(
+    source: str,
+    check: dict[str, Any],
+    examples: list[dict[str, Any]],
+    code: str,
+    end_line: int,
+) -> dict[str, str]:
+    """The summary prompt for the definition `check` describes (check_docstring, no
+    docstring yet): head (the examples' texts, the code once, the header again and an opening
+    triple quote: what the model continues), examples, header, body (what the reviewer
+    scores). `code` is the node's text, `end_line` its last line. `remora train docstring
+    --from-code` renders the same text for documented code."""
+
 def code_facts(source: str, line: int) -> dict[str, Any] | None:
     """Facts about the class or function starting on `line`, or None: name, kind, owner,
     decorators, raises ([{name, description}]: the message, or "If ``condition``.", or ""),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from remora.tool_library.call_candidates import Candidate, candidate_calls, find_definition
+from remora.tool_library.call_prompts import call_prompt, constructor_prompt
 from remora.tool_library.call_selection import select_calls, stable
 from remora.tool_library.calls import continued_arguments
 from remora.tool_library.case_render import render_tests
@@ -122,58 +123,11 @@ async def model_proposals(
     first failed completion."""
     if complete is None or not temperatures:
         return [], []
-    prompt = focused_source(source, owner, name).rstrip() + "\n\n\n"
     constructors: list[str] = []
+    instance = None
     if owner:
-        variable = owner[0].lower() + owner[1:]
-        # The class's header and constructor only: one prompt for every method of the class,
-        # which the embedded engine answers once (an identical request gets the same reply).
-        shown = focused_source(source, owner, "__init__").rstrip() + "\n\n\n"
-        opening = f"{shown}def test_{owner.lower()}():\n    {variable} = {owner}("
+        opening = constructor_prompt(source, owner)
         constructors = await continued_arguments(opening, complete, temperatures[:2])
         instance = f"{owner}({constructors[0]})" if constructors else f"{owner}()"
-        opening = f"{prompt}def test_{name}():\n    {variable} = {instance}\n"
-        opening += f"    result = {variable}.{name}("
-    else:
-        opening = f"{prompt}def test_{name}():\n    result = {name}("
+    opening = call_prompt(source, owner, name, instance)
     return await continued_arguments(opening, complete, temperatures), constructors
-
-
-FOCUS_CHARACTERS = 6000
-"""The code shown before a completion at most: prompt tokens are the engine's main cost."""
-
-
-def focused_source(source: str, owner: str, name: str) -> str:
-    """What the model needs to propose a call, not the whole module: the module's imports and
-    its docstring, and the target (for a method: its class's first line, `__init__` and the
-    method), in the file's order. Every completion of a job evaluates this prompt: a 400-line
-    module costs ten times the tokens of the function it tests."""
-    tree = ast.parse(source)
-    lines = source.split("\n")
-    parts: list[str] = []
-
-    def segment(node: ast.AST) -> str:
-        first = min(
-            [getattr(node, "lineno", 1), *(d.lineno for d in getattr(node, "decorator_list", []))]
-        )
-        return "\n".join(lines[first - 1 : getattr(node, "end_lineno", first)])
-
-    docstring = ast.get_docstring(tree, clean=False)
-    if docstring is not None and tree.body:
-        parts.append(segment(tree.body[0]))
-    parts += [segment(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
-    if owner:
-        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner)
-        header = lines[cls.lineno - 1]
-        members = [
-            segment(member)
-            for member in cls.body
-            if isinstance(member, ast.FunctionDef) and member.name in ("__init__", name)
-        ]
-        parts.append("\n\n".join([header, *members]))
-    else:
-        definition = find_definition(tree, "", name)
-        if definition is not None:
-            parts.append(segment(definition))
-    text = "\n\n\n".join(parts)
-    return text[-FOCUS_CHARACTERS:] if len(text) > FOCUS_CHARACTERS else text

@@ -32,8 +32,8 @@ GENERIC = frozenset({"get", "set", "is", "to", "from", "the", "a", "of", "in", "
 def similarity(target: Mapping[str, Any], other: Mapping[str, Any], place: str) -> float:
     """How alike two definitions are: shared name words (most), the same class, shared
     callees and parameter names, and how near the other one is (same module first)."""
-    mine = set(words(str(target["name"]))) - GENERIC
-    theirs = set(words(str(other["name"]))) - GENERIC
+    mine = _name_words(str(target["name"]))
+    theirs = _name_words(str(other["name"]))
     score = 3.0 * _jaccard(mine, theirs)
     if target.get("owner") and target.get("owner") == other.get("owner"):
         score += 1.0
@@ -45,7 +45,34 @@ def similarity(target: Mapping[str, Any], other: Mapping[str, Any], place: str) 
     return score
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
+@lru_cache(maxsize=4096)
+def _name_words(name: str) -> frozenset[str]:
+    return frozenset(words(name)) - GENERIC
+
+
+@lru_cache(maxsize=4096)
+def _summary_words(docstring: str) -> int:
+    return len(words(summary_of(docstring)))
+
+
+@lru_cache(maxsize=4096)
+def _described_parameters(docstring: str) -> tuple[tuple[str, str], ...]:
+    """(name, description) of the parameters a docstring describes in two words or more."""
+    found = []
+    for entry in parse_docstring(docstring)["parameters"]:
+        text = " ".join(str(entry["description"] or "").split())
+        if len(words(text)) >= 2:
+            found.append((entry["name"].lstrip("*"), text))
+    return tuple(found)
+
+
+@lru_cache(maxsize=4096)
+def _first_word(docstring: str) -> str:
+    first = words(summary_of(docstring))[:1]
+    return first[0] if first else ""
+
+
+def _jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
@@ -78,10 +105,10 @@ def nearest_examples(
         other_folder = other_path.rsplit("/", 1)[0] if "/" in other_path else ""
         place = "package" if other_folder == folder else "project"
         try:
-            found = definitions(text)
+            found = _documented(text)
         except (ValueError, UnicodeError):
             continue
-        pool += [(place, other_path, d) for d in found if d["docstring"]]
+        pool += [(place, other_path, d) for d in found]
     same_kind = [entry for entry in pool if entry[2]["kind"] == target["kind"]]
     parameters = _parameter_index(target, pool)
     voice = _voice([entry[2] for entry in pool if entry[2]["kind"] == "function"])
@@ -90,7 +117,7 @@ def nearest_examples(
         same_kind = [("bundled", "", d) for d in _bundled()] if target["kind"] == "function" else []
         bundled = True
     ranked = sorted(
-        (entry for entry in same_kind if len(words(summary_of(entry[2]["docstring"]))) >= 2),
+        (entry for entry in same_kind if _summary_words(entry[2]["docstring"]) >= 2),
         key=lambda entry: similarity(target, entry[2], entry[0]),
         reverse=True,
     )[:limit]
@@ -129,10 +156,8 @@ def _parameter_index(
     for place, where, definition in pool:
         if not wanted or definition["kind"] != "function":
             continue
-        for entry in parse_docstring(definition["docstring"])["parameters"]:
-            name = entry["name"].lstrip("*")
-            text = " ".join(str(entry["description"] or "").split())
-            if name in wanted and len(words(text)) >= 2:
+        for name, text in _described_parameters(definition["docstring"]):
+            if name in wanted:
                 item = {
                     "text": text,
                     "place": place,
@@ -148,12 +173,19 @@ def _parameter_index(
 def _voice(documented: list[dict[str, Any]]) -> str | None:
     """How the project's function summaries open: "imperative" ("Convert ..."),
     "third_person" ("Converts ...") or None (too few to tell)."""
-    firsts = [words(summary_of(d["docstring"]))[:1] for d in documented]
-    openings = [first[0] for first in firsts if first]
+    openings = [first for first in map(_first_word, (d["docstring"] for d in documented)) if first]
     if len(openings) < 3:
         return None
     third = sum(1 for word in openings if third_person(word))
     return "third_person" if third > len(openings) / 2 else "imperative"
+
+
+@lru_cache(maxsize=512)
+def _documented(source: str) -> tuple[dict[str, Any], ...]:
+    """The documented definitions of another file of the project, parsed once per text: every
+    docstring job of a run (and every example `remora train --from-code` renders) looks at
+    the same files."""
+    return tuple(d for d in definitions(source) if d["docstring"])
 
 
 @lru_cache(maxsize=1)

@@ -1,5 +1,8 @@
 """`remora train AGENT PATH...`: verified runs in, an adapter out (docs/TRAINING.md).
 
+With `from_code` (docstring agent) or `from_tests` (test agent), steps 1 and 2 are replaced by
+examples from what people wrote (`from_code.py`, `from_tests.py`), and no agent runs.
+
 1. **Collect** (unless transcripts are given): the agent runs on every node of PATH
    `attempts` times, sampling at `temperature` with a different seed each time, every transcript
    recorded (`OUT/transcripts/attempt-K/`); an attempt already finished is not run again.
@@ -16,12 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import resource
-import shutil
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -31,57 +30,28 @@ from remora.agents.adapters import (
     AdapterCard,
     BaseIdentity,
     DataCounts,
-    LoraShape,
     Scores,
+    Sources,
     TrainingRun,
     write_card,
 )
 from remora.agents.registry import select_agents
-from remora.analysis.plan import project_root
-from remora.analysis.request import AnalysisHooks, AnalyzeRequest
-from remora.analysis.run import analyze
 from remora.config.loading import LoadedSettings
-from remora.config.settings import AgentSettings
-from remora.errors import RunFailed, UserInputError
-from remora.findings.results import JobResult, JobStatus
-from remora.jobs.transcripts import Transcript, read_transcripts
+from remora.errors import UserInputError
+from remora.jobs.transcripts import read_transcripts
 from remora.models.local.model import cpu_count
 from remora.models.local.model_files import file_sha256
-from remora.models.local.resolve import models_dir, resolve_model, select_engine
-from remora.protocol.messages import ModelError
+from remora.models.local.resolve import models_dir
 from remora.training.dataset import TrainingSet, training_set
+from remora.training.from_code import FILTERS as CODE_FILTERS
+from remora.training.from_code import CodeExamples, examples_from_code
+from remora.training.from_tests import FILTERS as TEST_FILTERS
+from remora.training.from_tests import examples_from_tests
+from remora.training.request import TrainHooks, TrainRequest
+from remora.training.runs import collect, engine_model, engine_of, score_held_out
 
 INSTALL_HINT = "pip install 'remora[train]'"
 _NEEDED = ("torch", "transformers", "peft", "gguf", "safetensors")
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainRequest:
-    agent: str
-    paths: tuple[Path, ...]
-    out: Path
-    transcripts: Path | None = None
-    """Train on these recorded transcripts (`analyze --record`) instead of collecting."""
-    attempts: int = 4
-    temperature: float = 0.8
-    held_out: float = 0.2
-    seed: int = 0
-    min_examples: int = 20
-    base_model: Path | None = None
-    """A GGUF file or Hugging Face folder; default: the embedded engine's model file."""
-    score: bool = True
-    """Run the agent on the held-out files with and without the adapter (embedded engine)."""
-    lora: LoraShape = field(default_factory=LoraShape)
-
-
-@dataclass
-class TrainHooks:
-    say: Callable[[str], None]
-    jobs: Callable[[str, int], Callable[[JobResult], None]] = field(
-        default=lambda what, total: lambda result: None
-    )
-    """(what, jobs) -> called with each job's result: progress of collection and scoring."""
-    steps: Callable[[int, int, float], None] = lambda done, total, loss: None
 
 
 def missing_dependencies() -> list[str]:
@@ -89,6 +59,8 @@ def missing_dependencies() -> list[str]:
 
 
 async def train(request: TrainRequest, loaded: LoadedSettings, hooks: TrainHooks) -> AdapterCard:
+    if request.from_code or request.from_tests:
+        _check_written(request)
     missing = missing_dependencies()
     if missing:
         raise UserInputError(
@@ -97,22 +69,102 @@ async def train(request: TrainRequest, loaded: LoadedSettings, hooks: TrainHooks
             "avoids a GPU build of several GB)"
         )
     select_agents(loaded, [request.agent])  # an unknown agent or a bad definition: now
-    base_source = request.base_model or _engine_model(loaded)
+    base_source = request.base_model or engine_model(loaded)
     request.out.mkdir(parents=True, exist_ok=True)
 
-    if request.transcripts is not None:
-        transcripts = read_transcripts(request.transcripts)
+    if request.from_code or request.from_tests:
+        data, sources = _written(request, hooks)
     else:
-        transcripts = await _collect(request, loaded, hooks)
-    data = training_set(transcripts, request.agent, share=request.held_out, seed=request.seed)
-    hooks.say(
-        f"{data.jobs} jobs of {request.agent} recorded, {data.verified_jobs} verified: "
-        f"{len(data.train)} training and {len(data.held_out)} held-out examples "
-        f"({len(data.held_out_files)} held-out files)"
-    )
+        if request.transcripts is not None:
+            transcripts = read_transcripts(request.transcripts)
+        else:
+            transcripts = await collect(request, loaded, hooks)
+        data = training_set(transcripts, request.agent, share=request.held_out, seed=request.seed)
+        if request.max_examples is not None:
+            data = dataclasses.replace(data, train=data.train[: request.max_examples])
+        sources = Sources(kind="runs", paths=tuple(str(path) for path in request.paths))
+        hooks.say(
+            f"{data.jobs} jobs of {request.agent} recorded, {data.verified_jobs} verified: "
+            f"{len(data.train)} training and {len(data.held_out)} held-out examples "
+            f"({len(data.held_out_files)} held-out files)"
+        )
     if len(data.train) < request.min_examples:
         raise UserInputError(_too_few(request, data))
-    return await _train_and_export(request, loaded, hooks, data, base_source)
+    return await _train_and_export(request, loaded, hooks, data, base_source, sources)
+
+
+WRITTEN_BY_PEOPLE = {"docstring": "--from-code", "test": "--from-tests"}
+"""The agents that can learn from what people wrote, and the flag that gives it."""
+
+
+def _check_written(request: TrainRequest) -> None:
+    flag = "--from-code" if request.from_code else "--from-tests"
+    if request.from_code and request.from_tests:
+        raise UserInputError("give --from-code (docstring) or --from-tests (test), not both")
+    if WRITTEN_BY_PEOPLE.get(request.agent) != flag:
+        raise UserInputError(
+            f"{flag} teaches the "
+            + (
+                "docstring agent its summaries from documented code"
+                if request.from_code
+                else "test agent the calls people write, from their tests"
+            )
+            + f"; {request.agent} learns from its verified runs (leave out {flag})"
+        )
+    missing = [str(path) for path in request.from_code + request.from_tests if not path.exists()]
+    if missing:
+        raise UserInputError(f"{flag}: no such file or folder: {', '.join(missing)}")
+
+
+def _written(request: TrainRequest, hooks: TrainHooks) -> tuple[TrainingSet, Sources]:
+    """Examples from what people wrote: the docstring agent's summary prompts for documented
+    definitions with the authors' summaries as replies (`from_code.py`), or the test agent's
+    call prompts with the arguments of calls in existing tests (`from_tests.py`)."""
+    paths = request.from_code or request.from_tests
+    what = "documented code" if request.from_code else "tests"
+    hooks.say(f"reading {what} in {', '.join(map(str, paths))}")
+    said = 0
+
+    def progress(done: int, total: int) -> None:
+        nonlocal said
+        if done * 10 // total > said:  # a line every tenth of the files
+            said = done * 10 // total
+            hooks.say(f"reading: {done} of {total} files")
+
+    reader = examples_from_code if request.from_code else examples_from_tests
+    found = reader(
+        paths,
+        share=request.held_out,
+        seed=request.seed,
+        max_examples=request.max_examples,
+        progress=progress,
+    )
+    if isinstance(found, CodeExamples):
+        read, filters = f"{found.documented} documented definitions", CODE_FILTERS
+    else:
+        read, filters = f"{found.calls} calls of the project's code", TEST_FILTERS
+    seen = found.documented if isinstance(found, CodeExamples) else found.calls
+    reasons = ", ".join(f"{count} {filters[key]}" for key, count in found.left_out.most_common())
+    capped = found.kept > len(found.train) + len(found.held_out)
+    hooks.say(
+        f"{found.files} files, {read}, {found.kept} kept"
+        + (f" (left out: {reasons})" if reasons else "")
+        + f": {len(found.train)} training"
+        + (f" (--max-examples {request.max_examples})" if capped else "")
+        + f" and {len(found.held_out)} held-out examples "
+        f"({len(found.held_out_files)} held-out files)"
+    )
+    data = TrainingSet(
+        train=found.train,
+        held_out=found.held_out,
+        jobs=seen,
+        verified_jobs=found.kept,
+        turns=found.kept,
+        held_out_files=found.held_out_files,
+    )
+    kind: Literal["code", "tests"] = "code" if request.from_code else "tests"
+    named = tuple(str(path) for path in paths)
+    return data, Sources(kind=kind, paths=named, left_out=dict(found.left_out))
 
 
 async def _train_and_export(
@@ -121,6 +173,7 @@ async def _train_and_export(
     hooks: TrainHooks,
     data: TrainingSet,
     base_source: Path,
+    sources: Sources,
 ) -> AdapterCard:
     from remora.agents.adapters import GGUF, PEFT
     from remora.training.base_model import base_weights
@@ -179,6 +232,7 @@ async def _train_and_export(
             held_out_files=len(data.held_out_files),
             too_long=too_long,
         ),
+        sources=sources,
         scores=Scores(held_out_loss_before=loss_before, held_out_loss_after=loss_after),
         training=TrainingRun(
             steps=trainer.steps_done,
@@ -194,178 +248,35 @@ async def _train_and_export(
     )
     write_card(request.out, card)
     (request.out / "checkpoint.pt").unlink(missing_ok=True)
-    if request.score and data.held_out_files:
-        if _engine(loaded) != "local" or base.sha256 != file_sha256(_engine_model(loaded)):
+    if (request.from_code or request.from_tests) and data.held_out_files:
+        hooks.say(
+            "held-out jobs not run: the examples are what people wrote, not the agent's jobs; "
+            "the held-out loss is in the card (bench/train_from_code.py measures what the "
+            "adapter makes the agent write)"
+        )
+    elif request.score and data.held_out_files:
+        if engine_of(loaded) != "local" or base.sha256 != file_sha256(engine_model(loaded)):
             hooks.say(
                 "held-out jobs not scored: the embedded engine does not run the adapter's base "
                 f"({base.source.name}); its held-out loss is in the card"
             )
         else:
-            card = await _score(request, loaded, hooks, data, card)
+            card = await score_held_out(request, loaded, hooks, data, card)
             write_card(request.out, card)
     return card
 
 
-async def _collect(
-    request: TrainRequest, loaded: LoadedSettings, hooks: TrainHooks
-) -> list[Transcript]:
-    """Sampled runs of the agent, each attempt recorded in its own folder; finished attempts
-    (marked `.done`) are kept, so a stopped collection goes on where it was. The agent runs on
-    the base model: an adapter the configuration names may be the one this run replaces."""
-    loaded = _with_adapter(loaded, request.agent, False)
-    folder = request.out / "transcripts"
-    settings = {
-        "agent": request.agent,
-        "paths": sorted(str(path.resolve()) for path in request.paths),
-        "temperature": request.temperature,
-        "model": _model_identity(loaded, request.agent),
-    }
-    targets = [folder / f"attempt-{attempt}" for attempt in range(1, request.attempts + 1)]
-    for attempt, target in enumerate(targets, start=1):
-        done = json.dumps({**settings, "seed": request.seed + attempt}, sort_keys=True)
-        if (target / ".done").is_file() and (target / ".done").read_text() == done:
-            continue  # the same attempt, finished before
-        shutil.rmtree(target, ignore_errors=True)  # an attempt stopped midway starts over
-        hooks.say(
-            f"collecting: attempt {attempt} of {request.attempts} (temperature "
-            f"{request.temperature}, seed {request.seed + attempt})"
-        )
-        await _run_agent(
-            request,
-            _sampling(loaded, request.temperature, request.seed + attempt),
-            hooks,
-            f"attempt {attempt}",
-            paths=request.paths,
-            record=target,
-        )
-        (target / ".done").write_text(done)
-    # Only this request's attempts: folders left by an earlier run with more attempts are stale.
-    return [
-        transcript
-        for target in targets
-        if any(target.glob("*.jsonl"))
-        for transcript in read_transcripts(target)
-    ]
-
-
-async def _score(
-    request: TrainRequest,
-    loaded: LoadedSettings,
-    hooks: TrainHooks,
-    data: TrainingSet,
-    card: AdapterCard,
-) -> AdapterCard:
-    """Verified successes on the held-out files, greedy, on the base model and with the new
-    adapter (not with one the configuration names: it may be this one, already replaced)."""
-    root = project_root(list(request.paths))
-    paths = tuple(root / file for file in sorted(data.held_out_files) if (root / file).is_file())
-    greedy = _sampling(loaded, 0.0, request.seed)
-    base = _with_adapter(greedy, request.agent, False)
-    before = await _run_agent(request, base, hooks, "scoring without the adapter", paths=paths)
-    adapted = _with_adapter(greedy, request.agent, request.out.resolve())
-    after = await _run_agent(request, adapted, hooks, "scoring with the adapter", paths=paths)
-    scores = card.scores.model_copy(
-        update={
-            "held_out_jobs": len(before),
-            "held_out_success_before": _successes(before),
-            "held_out_success_after": _successes(after),
-        }
-    )
-    hooks.say(
-        f"held-out files: {_successes(before)} of {len(before)} jobs verified without the "
-        f"adapter, {_successes(after)} of {len(after)} with it"
-    )
-    return card.model_copy(update={"scores": scores})
-
-
-async def _run_agent(
-    request: TrainRequest,
-    loaded: LoadedSettings,
-    hooks: TrainHooks,
-    what: str,
-    *,
-    paths: Sequence[Path],
-    record: Path | None = None,
-) -> list[JobResult]:
-    progress: list[Callable[[JobResult], None]] = []
-
-    def started(total: int) -> None:
-        progress.append(hooks.jobs(what, total))
-
-    def result(job: JobResult) -> None:
-        if progress:
-            progress[0](job)
-
-    outcome = await analyze(
-        AnalyzeRequest(paths=tuple(paths), agents=(request.agent,), use_cache=False, record=record),
-        loaded,
-        hooks=AnalysisHooks(result=result, started=started, warn=hooks.say),
-    )
-    return outcome.results
-
-
-def _sampling(loaded: LoadedSettings, temperature: float, seed: int) -> LoadedSettings:
-    settings = loaded.settings
-    return dataclasses.replace(
-        loaded,
-        settings=settings.model_copy(
-            update={
-                "runner": settings.runner.model_copy(update={"temperature": temperature}),
-                "local": settings.local.model_copy(update={"seed": seed}),
-            }
-        ),
-    )
-
-
-def _with_adapter(
-    loaded: LoadedSettings, agent: str, adapter: Path | Literal[False]
-) -> LoadedSettings:
-    settings = loaded.settings
-    agents = dict(settings.agents)
-    own = agents.get(agent) or AgentSettings()
-    agents[agent] = own.model_copy(update={"adapter": adapter})
-    return dataclasses.replace(loaded, settings=settings.model_copy(update={"agents": agents}))
-
-
-def _model_identity(loaded: LoadedSettings, agent: str) -> dict[str, object]:
-    """What an attempt was sampled from: the engine's file by content, or the server's model
-    (the name the agent asks for, chosen the way `analyze` chooses it)."""
-    if _engine(loaded) == "local":
-        model = _engine_model(loaded)
-        return {"gguf": model.name, "sha256": file_sha256(model)}
-    (selected,) = select_agents(loaded, [agent])
-    return {"base_urls": list(loaded.settings.server.base_urls), "model": selected.model}
-
-
-def _engine(loaded: LoadedSettings) -> str:
-    urls = loaded.settings.server.base_urls
-    return select_engine(loaded.settings.engine, base_url=urls[0] if urls else None)
-
-
-def _engine_model(loaded: LoadedSettings) -> Path:
-    """The GGUF file the embedded engine runs, found the way `analyze` finds it."""
-    local = loaded.settings.local
-
-    def absolute(path: Path | None) -> Path | None:
-        return None if path is None else loaded.base_dir / path.expanduser()
-
-    try:
-        return resolve_model(
-            absolute(local.model_path),
-            models_folder=absolute(local.models_dir),
-            repo=local.hf_repo,
-            filename=local.hf_file,
-        ).path
-    except ModelError as exc:
-        raise RunFailed(f"{exc.message} (or name the weights with --base-model)") from exc
-
-
-def _successes(results: Sequence[JobResult]) -> int:
-    return sum(1 for result in results if result.status is JobStatus.SUCCESS)
-
-
 def _too_few(request: TrainRequest, data: TrainingSet, *, too_long: int = 0) -> str:
     kept = len(data.train) - too_long
+    if request.from_code or request.from_tests:
+        read = "documented definitions" if request.from_code else "calls of the project's code"
+        return (
+            f"too few examples to train {request.agent}: {kept} (need --min-examples "
+            f"{request.min_examples}); {data.jobs} {read} read, {data.verified_jobs} kept"
+            + (f", {too_long} too long" if too_long else "")
+            + f". Give more {'documented code' if request.from_code else 'tests'}, or lower "
+            "--min-examples"
+        )
     return (
         f"too few verified examples to train {request.agent}: {kept} (need "
         f"--min-examples {request.min_examples}); {data.jobs} jobs recorded, "

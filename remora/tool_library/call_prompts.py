@@ -1,0 +1,72 @@
+"""The test agent's completion prompts, in one place: `explore_calls` asks the model to continue
+them with argument lists, and `remora train test --from-tests` renders the same text for calls
+people wrote in their tests, so what the adapter learns is exactly what the agent asks."""
+
+from __future__ import annotations
+
+import ast
+
+from remora.tool_library.call_candidates import find_definition
+
+
+def constructor_prompt(source: str, owner: str) -> str:
+    """The prompt for `owner`'s constructor arguments: the class's header and `__init__` only,
+    one prompt for every method of the class, which the embedded engine answers once (an
+    identical request gets the same reply)."""
+    shown = focused_source(source, owner, "__init__").rstrip() + "\n\n\n"
+    return f"{shown}def test_{owner.lower()}():\n    {_variable(owner)} = {owner}("
+
+
+def call_prompt(source: str, owner: str, name: str, instance: str | None = None) -> str:
+    """The prompt for a call's arguments: the code under test, then a test's first lines up to
+    the call's opening parenthesis; for a method, after `instance` (e.g. `Owner(1, 2)`)."""
+    prompt = focused_source(source, owner, name).rstrip() + "\n\n\n"
+    if not owner:
+        return f"{prompt}def test_{name}():\n    result = {name}("
+    variable = _variable(owner)
+    opening = f"{prompt}def test_{name}():\n    {variable} = {instance or owner + '()'}\n"
+    return opening + f"    result = {variable}.{name}("
+
+
+def _variable(owner: str) -> str:
+    return owner[0].lower() + owner[1:]
+
+
+FOCUS_CHARACTERS = 6000
+"""The code shown before a completion at most: prompt tokens are the engine's main cost."""
+
+
+def focused_source(source: str, owner: str, name: str) -> str:
+    """What the model needs to propose a call, not the whole module: the module's imports and
+    its docstring, and the target (for a method: its class's first line, `__init__` and the
+    method), in the file's order. Every completion of a job evaluates this prompt: a 400-line
+    module costs ten times the tokens of the function it tests."""
+    tree = ast.parse(source)
+    lines = source.split("\n")
+    parts: list[str] = []
+
+    def segment(node: ast.AST) -> str:
+        first = min(
+            [getattr(node, "lineno", 1), *(d.lineno for d in getattr(node, "decorator_list", []))]
+        )
+        return "\n".join(lines[first - 1 : getattr(node, "end_lineno", first)])
+
+    docstring = ast.get_docstring(tree, clean=False)
+    if docstring is not None and tree.body:
+        parts.append(segment(tree.body[0]))
+    parts += [segment(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    if owner:
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner)
+        header = lines[cls.lineno - 1]
+        members = [
+            segment(member)
+            for member in cls.body
+            if isinstance(member, ast.FunctionDef) and member.name in ("__init__", name)
+        ]
+        parts.append("\n\n".join([header, *members]))
+    else:
+        definition = find_definition(tree, "", name)
+        if definition is not None:
+            parts.append(segment(definition))
+    text = "\n\n\n".join(parts)
+    return text[-FOCUS_CHARACTERS:] if len(text) > FOCUS_CHARACTERS else text
