@@ -28,6 +28,7 @@ from remora.edits.workspace import Workspace
 from remora.findings.results import ErrorCode, JobResult, JobStatus
 from remora.jobs.profiles import PROFILES
 from remora.jobs.runner import FunctionGemmaRunner
+from remora.models.scripted.replies import http_error
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.protocol.messages import ChatRequest, ModelReply, PromptTooLong
 from remora.sandbox.commands import CommandRunner
@@ -334,3 +335,29 @@ def test_a_module_larger_than_the_context_does_not_fail_the_run(
     assert "model not asked: the prompt has" in module["summary"]
     assert "more than the context of 256" in module["summary"]
     assert module["usage"]["requests"] == 0
+
+
+def test_a_server_refusing_a_prompt_too_long_does_not_fail_the_run(
+    shelf: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM answers HTTP 400 to a prompt longer than its --max-model-len: read as the engine's
+    own refusal, so the jobs keep what ruff verified and the run exits 1, not 2."""
+    too_long = (
+        "This model's maximum context length is 8192 tokens. However, your prompt contains "
+        "9001 input tokens, which exceeds this limit even without any output tokens. Please "
+        "reduce the length of the input prompt."
+    )
+    (shelf / "pkg" / "shelf.py").write_text("def make(items=[]):\n    return items\n")
+    expected = found_by_ruff(shelf)
+    with ScriptedModelServer(rule=lambda body: http_error(400, too_long)) as server:
+        args = ["analyze", ".", "--agents", "lint", "--format", "json", "--no-cache"]
+        code = main([*args, "--base-url", server.base_url, "--unsafe-fixes"])
+        asked = len(server.requests)
+    report = json.loads(capsys.readouterr().out)
+    assert asked >= 1  # the unsafe fixes were put to the model, which refused the prompt
+    assert code == 1 and reported(report) == expected
+    refused = [r for r in report["results"] if "model not asked" in (r["summary"] or "")]
+    assert refused and all(r["status"] == "success" and r["error"] is None for r in refused)
+    assert "the prompt has 9001 tokens, more than the context of 8192 (raise the server's " in (
+        refused[0]["summary"]
+    )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import parsedate_to_datetime
@@ -54,6 +55,7 @@ from remora.protocol.messages import (
     MalformedReply,
     ModelError,
     ModelReply,
+    PromptTooLong,
     parse_chat_reply,
     parse_json,
     parse_model_list,
@@ -223,6 +225,9 @@ class OpenAIChatModel:
         except NoReply as exc:
             raise ModelError(f"no reply from {url}: {exc}") from exc
         except StatusError as exc:
+            too_long = prompt_too_long(exc)
+            if too_long is not None:
+                raise too_long from exc
             raise ModelError(f"{url} answered HTTP {exc.status_code}: {error_text(exc)}") from exc
         except (ReplyRefused, MalformedReply) as exc:
             raise ModelError(f"unusable reply from {url}: {exc}") from exc
@@ -356,6 +361,23 @@ def _retry_delay(error: NoReply | StatusError, attempt: int) -> float:
         if wait is not None and 0 <= wait <= _MAX_RETRY_AFTER_S:
             return wait
     return min(0.5 * 2.0**attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+_TOO_LONG = re.compile(
+    r"maximum context length is (\d+) tokens\. However, your prompt contains "
+    r"(?:at least )?(\d+) input tokens"
+)
+"""vLLM's words (HTTP 400) for a prompt longer than `--max-model-len`."""
+
+
+def prompt_too_long(exc: StatusError) -> PromptTooLong | None:
+    """The server's refusal of an over-long prompt as the engine's own `PromptTooLong`: the
+    runner then ends that job with what its tools verified, instead of failing the run."""
+    found = _TOO_LONG.search(error_text(exc)) if exc.status_code == 400 else None
+    if found is None:
+        return None
+    hint = "raise the server's --max-model-len, up to the model's training context"
+    return PromptTooLong(int(found[2]), int(found[1]), hint)
 
 
 def error_text(exc: StatusError) -> str:
