@@ -358,6 +358,7 @@ def test_a_server_refusing_a_prompt_too_long_does_not_fail_the_run(
     assert code == 1 and reported(report) == expected
     refused = [r for r in report["results"] if "model not asked" in (r["summary"] or "")]
     assert refused and all(r["status"] == "success" and r["error"] is None for r in refused)
-    assert "the prompt has 9001 tokens, more than the context of 8192 (raise the server's " in (
-        refused[0]["summary"]
+    assert (
+        "the prompt has 9001 tokens, more than the context of 8192 (raise the server's "
+        in (refused[0]["summary"])
     )
