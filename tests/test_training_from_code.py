@@ -98,7 +98,7 @@ def test_documented_definitions_become_examples_and_the_rest_is_counted(package:
         'Return the text in the speaker\'s voice, ready to print."""',
         'Say things to a listener in a chosen voice."""',
     ]
-    assert found.files == 3 and found.documented == 11 and not found.held_out
+    assert found.files == 3 and found.read == 11 and not found.held_out
     # short, TODO, only a docstring, __init__; shout and shout_twice share a summary, which
     # each one's prompt shows (the other is its nearest example): learning it teaches copying.
     assert found.left_out == {

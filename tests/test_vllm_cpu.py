@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import openai
 import pytest
 
@@ -422,3 +423,34 @@ def test_analyze_with_the_lint_agent(base_url: str) -> None:
         file=sys.stderr,
     )
     assert jobs_calling_ruff, "no job called run_ruff: nothing reached the report from ruff"
+
+
+# --------------------------------------------------------------------------- over-long prompts
+
+
+def test_a_prompt_longer_than_the_context_is_a_refusal_not_a_model_error(base_url: str) -> None:
+    """vLLM answers an over-long prompt with HTTP 400; the client reads its words as the
+    engine's PromptTooLong (the runner then keeps the job's verified work)."""
+    from remora.config.settings import ServerSettings
+    from remora.models.http.openai_client import OpenAIChatModel
+    from remora.protocol.messages import ChatRequest, PromptTooLong
+
+    async def send() -> None:
+        model = OpenAIChatModel(ServerSettings(base_url=[base_url], retries=0, timeout=120))
+        try:
+            request = ChatRequest(
+                model=(await model.list_models())[0],
+                messages=[{"role": "user", "content": "word " * 12000}],
+                tools=[],
+                tool_choice="auto",
+                max_tokens=16,
+                temperature=0.0,
+            )
+            await model.complete(request)
+        finally:
+            await model.aclose()
+
+    with pytest.raises(PromptTooLong) as caught:
+        anyio.run(send)
+    assert caught.value.context == 8192 and caught.value.tokens > 8192
+    assert "--max-model-len" in str(caught.value)

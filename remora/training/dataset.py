@@ -5,8 +5,9 @@ and scored."""
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from remora.jobs.transcripts import Transcript
 
@@ -89,3 +90,48 @@ def training_set(
         turns=turns,
         held_out_files=outside,
     )
+
+
+HELD_OUT_SCORED = 200
+"""Held-out examples whose loss is measured before and after training (each is a forward pass
+on 2 cores); more say little more."""
+
+
+@dataclass
+class WrittenExamples:
+    """Examples from what people wrote (`from_code.py`, `from_tests.py`): what was read, what
+    was kept, and the split into `train` and `held_out` (whole files held out)."""
+
+    files: int = 0
+    read: int = 0
+    """Documented definitions, or calls of the project's code in tests."""
+    left_out: Counter[str] = field(default_factory=Counter)
+    """By the reader's FILTERS key."""
+    by_file: dict[str, list[Example]] = field(default_factory=dict)
+    train: list[Example] = field(default_factory=list)
+    held_out: list[Example] = field(default_factory=list)
+    held_out_files: frozenset[str] = frozenset()
+
+    @property
+    def kept(self) -> int:
+        return sum(map(len, self.by_file.values()))
+
+    def split(self, share: float, seed: int, max_examples: int | None) -> WrittenExamples:
+        """About `share` of the files held out (by a hash of `seed` and the path); at most
+        `max_examples` for training and `HELD_OUT_SCORED` held out, seeded choices."""
+        self.held_out_files = held_out(self.by_file, share, seed)
+        train = [e for name, found in self.by_file.items() if name not in self.held_out_files
+                 for e in found]  # fmt: skip
+        held = [e for name in sorted(self.held_out_files) for e in self.by_file[name]]
+        self.train = _chosen(train, max_examples, seed) if max_examples is not None else train
+        self.held_out = _chosen(held, HELD_OUT_SCORED, seed)
+        return self
+
+
+def _chosen(examples: list[Example], count: int, seed: int) -> list[Example]:
+    """At most `count` of `examples`, a choice by a hash of the seed and the example."""
+    if len(examples) <= count:
+        return examples
+    return sorted(examples, key=lambda e: hashlib.sha256(f"{seed}:{e.key}".encode()).hexdigest())[
+        :count
+    ]

@@ -15,16 +15,13 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from remora.discovery.walk import iter_python_files
 from remora.tool_library.call_prompts import call_prompt, constructor_prompt
-from remora.training.dataset import Example, held_out
-from remora.training.from_code import HELD_OUT_SCORED, chosen
+from remora.training.dataset import Example, WrittenExamples
 
 MAX_ROWS = 12
 """Rows of one parametrized table used per call: a table of a hundred words is one lesson."""
@@ -39,20 +36,6 @@ FILTERS = {
 }
 
 
-@dataclass
-class TestExamples:
-    """What was read and kept: `train` and `held_out` examples (whole test files held out)."""
-
-    train: list[Example] = field(default_factory=list)
-    held_out: list[Example] = field(default_factory=list)
-    files: int = 0
-    calls: int = 0
-    """Calls of the project's code found in the tests."""
-    kept: int = 0
-    left_out: Counter[str] = field(default_factory=Counter)
-    held_out_files: frozenset[str] = frozenset()
-
-
 def examples_from_tests(
     paths: Sequence[Path],
     *,
@@ -60,12 +43,11 @@ def examples_from_tests(
     seed: int,
     max_examples: int | None = None,
     progress: Callable[[int, int], None] = lambda done, total: None,
-) -> TestExamples:
+) -> WrittenExamples:
     """The examples of every call of project code in the tests under `paths`; about `share` of
     the test files held out; at most `max_examples` for training (a seeded choice)."""
-    found = TestExamples()
+    found = WrittenExamples()
     seen: set[tuple[str, str]] = set()
-    by_file: dict[str, list[Example]] = {}
     for root in {path.resolve() if path.is_dir() else path.resolve().parent for path in paths}:
         modules = _modules(root)
         tests = [file for file in modules.values() if _is_test(file.name)]
@@ -74,7 +56,7 @@ def examples_from_tests(
             name = f"{root.name}/{file.relative_to(root).as_posix()}"
             examples = []
             for reason, example in _calls(file, modules, name):
-                found.calls += 1
+                found.read += 1
                 if example is not None and (example.prompt, example.reply) in seen:
                     reason = "repeated"
                 if reason is not None:
@@ -83,16 +65,9 @@ def examples_from_tests(
                     seen.add((example.prompt, example.reply))
                     examples.append(example)
             if examples:
-                by_file[name] = examples
+                found.by_file[name] = examples
             progress(index, len(tests))
-    found.kept = sum(map(len, by_file.values()))
-    found.held_out_files = held_out(by_file, share, seed)
-    for name, examples in by_file.items():
-        (found.held_out if name in found.held_out_files else found.train).extend(examples)
-    if max_examples is not None:
-        found.train = chosen(found.train, max_examples, seed)
-    found.held_out = chosen(found.held_out, HELD_OUT_SCORED, seed)
-    return found
+    return found.split(share, seed, max_examples)
 
 
 def _is_test(name: str) -> bool:

@@ -44,7 +44,7 @@ from remora.models.local.model_files import file_sha256
 from remora.models.local.resolve import models_dir
 from remora.training.dataset import TrainingSet, training_set
 from remora.training.from_code import FILTERS as CODE_FILTERS
-from remora.training.from_code import CodeExamples, examples_from_code
+from remora.training.from_code import examples_from_code
 from remora.training.from_tests import FILTERS as TEST_FILTERS
 from remora.training.from_tests import examples_from_tests
 from remora.training.request import TrainHooks, TrainRequest
@@ -139,11 +139,10 @@ def _written(request: TrainRequest, hooks: TrainHooks) -> tuple[TrainingSet, Sou
         max_examples=request.max_examples,
         progress=progress,
     )
-    if isinstance(found, CodeExamples):
-        read, filters = f"{found.documented} documented definitions", CODE_FILTERS
+    if request.from_code:
+        read, filters = f"{found.read} documented definitions", CODE_FILTERS
     else:
-        read, filters = f"{found.calls} calls of the project's code", TEST_FILTERS
-    seen = found.documented if isinstance(found, CodeExamples) else found.calls
+        read, filters = f"{found.read} calls of the project's code", TEST_FILTERS
     reasons = ", ".join(f"{count} {filters[key]}" for key, count in found.left_out.most_common())
     capped = found.kept > len(found.train) + len(found.held_out)
     hooks.say(
@@ -157,7 +156,7 @@ def _written(request: TrainRequest, hooks: TrainHooks) -> tuple[TrainingSet, Sou
     data = TrainingSet(
         train=found.train,
         held_out=found.held_out,
-        jobs=seen,
+        jobs=found.read,
         verified_jobs=found.kept,
         turns=found.kept,
         held_out_files=found.held_out_files,
