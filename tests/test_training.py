@@ -600,6 +600,7 @@ def test_remora_train_docstring_from_documented_code(
         },
     }
     assert card["data"]["train_examples"] == 5 and card["training"]["steps"] == 20
+    assert (card["data"]["attempts"], card["data"]["temperature"]) == (0, None)  # nothing sampled
     assert (out / "adapter.gguf").is_file() and (out / "peft" / "adapter_config.json").is_file()
 
     capped = [*train, "--max-examples", "2", "--out", str(tmp_path / "capped")]

@@ -205,6 +205,8 @@ async def _train_and_export(
     loss_after = trainer.mean_loss(held_out)
 
     name = f"remora-{request.agent}"
+    # Nothing was sampled for this adapter: transcripts given, or what people wrote.
+    collected_before = bool(request.transcripts or request.from_code or request.from_tests)
     trainer.model.save_pretrained(str(request.out / PEFT))
     write_gguf_adapter(
         request.out / GGUF,
@@ -221,8 +223,8 @@ async def _train_and_export(
         ),
         lora=lora,
         data=DataCounts(
-            attempts=0 if request.transcripts else request.attempts,
-            temperature=None if request.transcripts else request.temperature,
+            attempts=0 if collected_before else request.attempts,
+            temperature=None if collected_before else request.temperature,
             jobs=data.jobs,
             verified_jobs=data.verified_jobs,
             turns=data.turns,
