@@ -14,7 +14,8 @@ library's style, private definitions included) to document them, with the other 
 docstrings in place, as in a partly documented project. `--without-project-docstrings` removes
 every function docstring at once instead (the bundled examples stand in).
 
-The agent runs with min_confidence=0, so every draft that passes its hard checks is written and
+The agent runs with drafts=write (by default it writes no draft: every draft is a suggestion)
+and min_confidence=0, so every draft that passes its hard checks is written and
 its confidence is in the report; the figures at the agent's own threshold (agents/docstring/
 agent.yaml's min_confidence, or --threshold) count only drafts at or above it, which is what a
 run with that threshold writes (drafting is seeded: the same drafts come out). A sweep over
@@ -251,6 +252,8 @@ def run_fold(lib: str, fold: int | None, args: argparse.Namespace) -> list[dict[
             "agents.docstring.options.include_private=true",
             "-c",
             "agents.docstring.options.min_confidence=0",
+            "-c",
+            "agents.docstring.options.drafts=write",
             *(["-c", f"agents.docstring.adapter={args.adapter.resolve()}"] if args.adapter else []),
             *sorted(originals),
         ]

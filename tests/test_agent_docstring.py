@@ -152,7 +152,7 @@ def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # confident enough to be written (its grounding alone is not: "Summary of" is in no code).
     (root / "remora.yaml").write_text(
         "server:\n  retries: 0\n  timeout: 10\n"
-        "agents:\n  docstring:\n    options:\n      reviewer: true\n"
+        "agents:\n  docstring:\n    options:\n      reviewer: true\n      drafts: write\n"
     )
     monkeypatch.chdir(root)
     return root

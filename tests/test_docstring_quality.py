@@ -441,10 +441,11 @@ def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "shop"
     root.mkdir()
     (root / "price.py").write_text(PRICE)
-    # The reviewer on (off by default): the scripted model's scores take part in the ranking.
+    # The reviewer on (off by default): the scripted model's scores take part in the ranking;
+    # drafts written at or above min_confidence (suggested only, by default).
     (root / "remora.yaml").write_text(
         "server:\n  retries: 0\n  timeout: 10\n"
-        "agents:\n  docstring:\n    options:\n      reviewer: true\n"
+        "agents:\n  docstring:\n    options:\n      reviewer: true\n      drafts: write\n"
     )
     monkeypatch.chdir(root)
     return root
@@ -515,6 +516,48 @@ def test_below_the_threshold_nothing_is_written_and_the_draft_is_shown(
         model, "--diff", "-c", "agents.docstring.options.min_confidence=0.9", capsys=capsys
     )
     assert "Round the price" not in out
+
+
+def test_by_default_what_the_model_drafted_is_a_suggestion_and_facts_are_written(
+    shop: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`drafts: suggest` (the default): however confident, a drafted docstring is shown, not
+    written; a docstring fixed with what the code says (an entry for a parameter that is gone,
+    dropped) is written."""
+    (shop / "remora.yaml").write_text(
+        "server:\n  retries: 0\n  timeout: 10\n"
+        "agents:\n  docstring:\n    options:\n      reviewer: true\n"
+    )
+    outdated = textwrap.dedent('''
+        def net(price):
+            """Return the price without tax.
+
+            Args:
+                price: The price with tax.
+                rate: The tax rate.
+
+            Returns:
+                The price without tax.
+            """
+            return price / 1.2
+        ''')
+    (shop / "price.py").write_text(PRICE + outdated)
+    code, out = run(
+        Writer("Discount the price by a percent."), "--fix", "--output-format", "json",
+        capsys=capsys,
+    )  # fmt: skip
+    results = {r["node"]["qualified_name"]: r for r in json.loads(out)["results"]}
+    drafted = results["discounted"]
+    assert drafted["status"] == "failed" and drafted["error"]["code"] == "not_done"
+    assert drafted["changes"] == []
+    assert "drafted by the model (summary, parameter price, parameter percent, returns): a " \
+        "suggestion, not written" in drafted["error"]["message"]  # fmt: skip
+    assert "not written: 'Discount the price by a percent.'" in drafted["findings"][0]["message"]
+    assert results["net"]["outcome"] == "updated", results["net"]["error"]
+    text = (shop / "price.py").read_text()
+    assert '"""Discount' not in text and "rate: The tax rate." not in text
+    assert "price: The price with tax." in text
+    assert code == 1
 
 
 def test_a_class_docstring_that_restates_the_name_is_never_written(

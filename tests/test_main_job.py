@@ -73,13 +73,15 @@ def test_every_success_of_the_main_job_is_backed_by_its_outcome(
     # Every success: the outcome it names holds in the files, each job's diff applied alone.
     successes = [r for r in results if r["status"] == "success"]
     assert successes
-    # Precision first: the docstring agent writes what it can stand behind (4 of the demo's 10
-    # on this engine) and withholds the rest, each with its reason.
+    # Precision first: what the model drafted is a suggestion (shown with its reason), never
+    # written by default: a reviewer judged about 4 in 10 drafted summaries right on real code.
     docstrings = [r for r in results if r["agent"] == "docstring"]
-    assert sum(1 for r in docstrings if r["outcome"] == "written") >= 3
-    for result in docstrings:
-        if result["status"] == "failed":
-            assert result["error"]["code"] == "not_done" and result["error"]["message"]
+    assert not any(r["outcome"] == "written" for r in docstrings)
+    withheld = [r for r in docstrings if r["status"] == "failed"]
+    assert len(withheld) >= 5
+    for result in withheld:
+        assert result["error"]["code"] == "not_done" and result["error"]["message"]
+    assert any("a suggestion, not written" in r["error"]["message"] for r in withheld)
     for result in successes:
         assert result["summary"] and result["error"] is None
         assert result["outcome"] in {

@@ -197,7 +197,8 @@ def test_docstring_written_gets_remoras_summary(
     with ScriptedModelServer(rule=rule, completion=complete) as server:
         main(
             ["analyze", "inventory/pricing.py", "--agents", "docstring", "--format", "json",
-             "--no-cache", "--base-url", server.base_url]
+             "--no-cache", "--base-url", server.base_url,
+             "-c", "agents.docstring.options.drafts=write"]
         )  # fmt: skip
         completions = len(server.completion_requests)
     report = json.loads(capsys.readouterr().out)

@@ -73,6 +73,7 @@ def test_reports_are_identical_with_one_and_several_workers(
     # Every draft written, however (un)grounded: this test is about workers, not drafts.
     flags = ["--agents", "lint,docstring", "--concurrency", "8"]
     flags += ["-c", "agents.docstring.options.min_confidence=0"]
+    flags += ["-c", "agents.docstring.options.drafts=write"]
     with ScriptedModelServer(rule=bundled_agents, completion=continuation) as server:
         one_code, one = analyze(capsys, server, *flags, "--workers", "1")
         three_code, three = analyze(capsys, server, *flags, "--workers", "3")
