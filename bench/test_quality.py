@@ -61,6 +61,8 @@ QUICK_LIBRARY = "toposort"
 TOOLS = ("remora", "pynguin")
 ORDERS = ("sorted", "reversed", "shuffled")
 PYTHON = sys.executable
+ADAPTER: Path | None = None
+"""--adapter: the test agent runs with it (results: test_quality_adapter.json)."""
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 PINNED = ("TypeError", "AttributeError")
 
@@ -891,6 +893,8 @@ def run_remora(library: Library, folder: Path, timeout: float) -> tuple[dict[str
     report_path = folder / f"remora-{library.name}.json"
     command = [PYTHON, "-m", "remora", "analyze", ".", "--engine", "local", "--no-cache",
                "--agents", "test", "--fix", "--format", "json", "-o", report_path]  # fmt: skip
+    if ADAPTER:  # an adapter for the test agent (e.g. from `remora train test --from-tests`)
+        command += ["-c", f"agents.test.adapter={ADAPTER}"]
     ran = run(command, project, timeout)
     measured: dict[str, Any] = {
         "wall_s": round(ran.seconds, 1), "exit_code": ran.code, "timed_out": ran.timed_out,
@@ -971,6 +975,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1, help="mutant sample, shuffle, Pynguin")
     parser.add_argument("--pynguin", type=Path, help="the pynguin executable (a path that is "
                         "not one, e.g. `none`: Pynguin not run)")  # fmt: skip
+    parser.add_argument(
+        "--adapter",
+        type=Path,
+        help="run the test agent with this adapter "
+        "(e.g. from `remora train test --from-tests`); results go to "
+        "test_quality_adapter.json",
+    )
     parser.add_argument("--remora-timeout-s", type=float, default=1200)
     parser.add_argument("--suite-timeout-s", type=float, default=120)
     parser.add_argument("--mutant-timeout-s", type=float, default=10)
@@ -988,7 +999,9 @@ def main() -> int:
     cap = args.mutants or (10 if args.quick else 60)
     deadline = Deadline(60 * (args.max_minutes or (10 if args.quick else 50)))
     names = (args.libraries or (QUICK_LIBRARY if args.quick else ",".join(LIBRARIES))).split(",")
-    report = Report("test_quality", args)
+    global ADAPTER
+    ADAPTER = args.adapter.resolve() if args.adapter else None
+    report = Report("test_quality" + ("_adapter" if ADAPTER else ""), args)
     libraries = [load_library(name.strip()) for name in names if name.strip()]
     pynguin = find_pynguin(args.pynguin)
     settings: dict[str, Any] = {
@@ -996,6 +1009,7 @@ def main() -> int:
         "budget_s_per_module": budget,
         "mutants_per_module": cap,
         "seed": args.seed,
+        "adapter": str(ADAPTER) if ADAPTER else None,
         "mutant_timeout_s": args.mutant_timeout_s,
         "pynguin": str(pynguin) if pynguin else None,
         "pynguin_version": pynguin_version(pynguin) if pynguin else None,

@@ -34,11 +34,12 @@ class Box:
 
 PROJECT = {
     "pyproject.toml": "[project]\nname = 'shapes'\n",
-    "src/shapes/__init__.py": "",
+    "src/shapes/__init__.py": "from .geometry import area as surface\n",
     "src/shapes/geometry.py": SHAPES,
     "tests/test_geometry.py": """
         import pytest
 
+        import shapes
         from shapes import geometry
         from shapes.geometry import Box, area
 
@@ -49,6 +50,7 @@ PROJECT = {
             assert area(2, height=3) == 6
             assert geometry.area(5) == 5
             assert area(2, height=3) == 6
+            assert shapes.surface(4) == 4  # re-exported by the package
 
 
         def test_box_grows():
@@ -90,13 +92,14 @@ def test_calls_in_tests_become_examples_behind_the_agents_prompts(project: Path)
         [
             (call_prompt(source, "", "area"), "2, height=3)\n"),
             (call_prompt(source, "", "area"), "5)\n"),  # geometry.area(5)
+            (call_prompt(source, "", "area"), "4)\n"),  # shapes.surface(4): area, re-exported
             (constructor_prompt(source, "Box"), "3)\n"),
             (call_prompt(source, "Box", "grow", "Box(3)"), "2)\n"),
             # the parametrized table's rows, the values in place of the parameter
             (constructor_prompt(source, "Box"), "1)\n"),
         ]
     )
-    assert found.files == 1 and found.kept == 5
+    assert found.files == 1 and found.kept == 6
     # tmp_path is the test's fixture, not a value; a call over lines; * unpacking; the same
     # call twice; Box(3) again from row (3, 4)
     assert found.left_out == {"variable": 1, "multiline": 1, "unpacking": 1, "repeated": 2}

@@ -48,10 +48,11 @@ def examples_from_tests(
     the test files held out; at most `max_examples` for training (a seeded choice)."""
     found = WrittenExamples()
     seen: set[tuple[str, str]] = set()
-    for root in {path.resolve() if path.is_dir() else path.resolve().parent for path in paths}:
-        modules = _modules(root)
-        tests = [file for file in modules.values() if _is_test(file.name)]
-        for index, file in enumerate(sorted(tests), start=1):
+    roots = sorted({path.resolve() if path.is_dir() else path.resolve().parent for path in paths})
+    projects = [(root, _modules(root)) for root in roots]
+    total = sum(1 for _, modules in projects for file in modules.values() if _is_test(file.name))
+    for root, modules in projects:
+        for file in sorted(file for file in modules.values() if _is_test(file.name)):
             found.files += 1
             name = f"{root.name}/{file.relative_to(root).as_posix()}"
             examples = []
@@ -66,7 +67,7 @@ def examples_from_tests(
                     examples.append(example)
             if examples:
                 found.by_file[name] = examples
-            progress(index, len(tests))
+            progress(found.files, total)
     return found.split(share, seed, max_examples)
 
 
@@ -108,6 +109,11 @@ def _calls(
             sources[path] = path.read_text(encoding="utf-8")
         return sources[path]
 
+    names = {path: module for module, path in modules.items()}
+
+    def defined(found: tuple[Path, str] | None) -> tuple[Path, str] | None:
+        return _defined(found, modules, names, source) if found else None
+
     for test in ast.walk(tree):
         if not isinstance(test, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
@@ -116,7 +122,7 @@ def _calls(
         """Variables holding a project class's instance: (module file, class, construction)."""
         for node in ast.walk(test):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                target = _target(imported, node.value.func)
+                target = defined(_target(imported, node.value.func))
                 made = ast.get_source_segment(text, node.value)
                 if target and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                     path, what = target
@@ -136,7 +142,7 @@ def _calls(
                     prompt = call_prompt(source(path), owner, func.attr, made)
                     yield from _examples(text, node, prompt, name, known, rows)
                 continue
-            target = _target(imported, func)
+            target = defined(_target(imported, func))
             if target is None:
                 continue
             path, what = target
@@ -179,6 +185,46 @@ def _target(imported: dict[str, tuple[Path, str]], func: ast.expr) -> tuple[Path
         prefix = ast.unparse(func.value) + "."
         if prefix in imported:
             return imported[prefix][0], func.attr
+    return None
+
+
+def _defined(
+    found: tuple[Path, str],
+    modules: dict[str, Path],
+    names: dict[Path, str],
+    read: Callable[[Path], str],
+    depth: int = 0,
+) -> tuple[Path, str] | None:
+    """Where a name a test imports is defined: in its module, or in the project module that
+    module imports it from (a package's `__init__.py` re-exporting `from .core import f`, or
+    `from .core import *`), a few imports deep."""
+    path, name = found
+    if _kind(read(path), name) is not None:
+        return path, name
+    if depth >= 3:
+        return None
+    try:
+        body = ast.parse(read(path)).body
+    except (SyntaxError, ValueError):
+        return None
+    here = names.get(path, "")
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    for node in body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            module = f"{base}.{node.module}" if node.module else base
+        else:
+            module = node.module or ""
+        if module not in modules:
+            continue
+        for alias in node.names:
+            if alias.name == "*" or (alias.asname or alias.name) == name:
+                inner = name if alias.name == "*" else alias.name
+                deeper = _defined((modules[module], inner), modules, names, read, depth + 1)
+                if deeper is not None:
+                    return deeper
     return None
 
 
