@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -606,3 +611,38 @@ def test_remora_train_docstring_from_documented_code(
     capped = [*train, "--max-examples", "2", "--out", str(tmp_path / "capped")]
     code, _, err = run_cli(capped, capsys)
     assert code == 2 and "too few examples to train docstring: 2 (need --min-examples 4)" in err
+
+
+@needs_train
+def test_ctrl_c_stops_training_between_steps_and_keeps_the_checkpoint(
+    tiny: dict[str, Any], tmp_path: Path
+) -> None:
+    """Training runs in a worker thread that looks for a cancelled run after every step: Ctrl-C
+    ends `remora train` in seconds, not when the last step is done."""
+    from tests.test_training_from_code import PACKAGE
+
+    for name, text in PACKAGE.items():
+        path = tmp_path / "code" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+    out = tmp_path / "adapter"
+    command = [sys.executable, "-m", "remora", "train", "docstring", "--from-code", "code"]
+    command += ["--out", str(out), "--held-out", "0", "--min-examples", "4", "--epochs", "100000"]
+    command += ["--base-model", str(tiny["gguf"])]
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tiny["folder"] / "xdg")}
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=environment, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoint.pt").exists():  # training has begun
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        stopped = time.monotonic()
+        code = process.wait(timeout=60)
+        assert time.monotonic() - stopped < 20
+    finally:
+        process.kill()
+    assert code == 130, process.stderr.read() if process.stderr else ""
+    assert (out / "checkpoint.pt").is_file() and not (out / "card.json").exists()

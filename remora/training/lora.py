@@ -97,8 +97,11 @@ class LoraTrainer:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return torch.nn.functional.cross_entropy(logits.float(), encoded.ids[start + 1 :])
 
-    def mean_loss(self, data: Sequence[Encoded]) -> float | None:
-        """Mean loss per reply token over `data` (None when empty): the held-out score."""
+    def mean_loss(
+        self, data: Sequence[Encoded], between: Callable[[], None] = lambda: None
+    ) -> float | None:
+        """Mean loss per reply token over `data` (None when empty): the held-out score.
+        `between` is called after each example (it may raise to stop)."""
         if not data:
             return None
         total = tokens = 0.0
@@ -107,6 +110,7 @@ class LoraTrainer:
             for encoded in data:
                 total += float(self.loss(encoded)) * encoded.reply_tokens
                 tokens += encoded.reply_tokens
+                between()
         return total / tokens
 
     def estimate_seconds(self, data: Sequence[Encoded]) -> float:

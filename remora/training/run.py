@@ -22,8 +22,13 @@ import importlib.util
 import resource
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Literal
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
 
 from remora import __version__
 from remora.agents.adapters import (
@@ -73,7 +78,7 @@ async def train(request: TrainRequest, loaded: LoadedSettings, hooks: TrainHooks
     request.out.mkdir(parents=True, exist_ok=True)
 
     if request.from_code or request.from_tests:
-        data, sources = _written(request, hooks)
+        data, sources = await anyio.to_thread.run_sync(_written, request, hooks)
     else:
         if request.transcripts is not None:
             transcripts = read_transcripts(request.transcripts)
@@ -127,6 +132,7 @@ def _written(request: TrainRequest, hooks: TrainHooks) -> tuple[TrainingSet, Sou
 
     def progress(done: int, total: int) -> None:
         nonlocal said
+        anyio.from_thread.check_cancelled()  # in a worker thread: stop when the run is
         if done * 10 // total > said:  # a line every tenth of the files
             said = done * 10 // total
             hooks.say(f"reading: {done} of {total} files")
@@ -174,6 +180,36 @@ async def _train_and_export(
     base_source: Path,
     sources: Sources,
 ) -> AdapterCard:
+    # Minutes of torch in a worker thread, checking between steps whether the run was
+    # cancelled (Ctrl-C, SIGTERM): on the event loop's thread a cancellation would wait for the
+    # last step. A stopped run keeps its checkpoint, and the same command goes on from there.
+    card = await anyio.to_thread.run_sync(partial(_fit, request, hooks, data, base_source, sources))
+    if (request.from_code or request.from_tests) and data.held_out_files:
+        hooks.say(
+            "held-out jobs not run: the examples are what people wrote, not the agent's jobs; "
+            "the held-out loss is in the card (bench/train_from_code.py measures what the "
+            "adapter makes the agent write)"
+        )
+    elif request.score and data.held_out_files:
+        if engine_of(loaded) != "local" or card.base.sha256 != file_sha256(engine_model(loaded)):
+            hooks.say(
+                "held-out jobs not scored: the embedded engine does not run the adapter's base "
+                f"({card.base.name}); its held-out loss is in the card"
+            )
+        else:
+            card = await score_held_out(request, loaded, hooks, data, card)
+            write_card(request.out, card)
+    return card
+
+
+def _fit(
+    request: TrainRequest,
+    hooks: TrainHooks,
+    data: TrainingSet,
+    base_source: Path,
+    sources: Sources,
+) -> AdapterCard:
+    """Convert the base weights, train, export and write the card (in a worker thread)."""
     from remora.agents.adapters import GGUF, PEFT
     from remora.training.base_model import base_weights
     from remora.training.export import write_gguf_adapter
@@ -197,12 +233,18 @@ async def _train_and_export(
         f"training {len(train_data)} examples x {lora.epochs} epochs ({tokens} tokens) on "
         f"{threads} threads: about {_duration(estimate)}{left_out}"
     )
-    loss_before = trainer.mean_loss(held_out)
+    stop = anyio.from_thread.check_cancelled
+
+    def step(done: int, total: int, loss: float) -> None:
+        hooks.steps(done, total, loss)
+        stop()
+
+    loss_before = trainer.mean_loss(held_out, between=stop)
     started = time.perf_counter()
     digest = f"{data.digest()}:{base.sha256}"  # resume only on the same data and weights
-    trainer.train(train_data, request.out / "checkpoint.pt", digest, hooks.steps)
+    trainer.train(train_data, request.out / "checkpoint.pt", digest, step)
     seconds = time.perf_counter() - started
-    loss_after = trainer.mean_loss(held_out)
+    loss_after = trainer.mean_loss(held_out, between=stop)
 
     name = f"remora-{request.agent}"
     # Nothing was sampled for this adapter: transcripts given, or what people wrote.
@@ -249,21 +291,6 @@ async def _train_and_export(
     )
     write_card(request.out, card)
     (request.out / "checkpoint.pt").unlink(missing_ok=True)
-    if (request.from_code or request.from_tests) and data.held_out_files:
-        hooks.say(
-            "held-out jobs not run: the examples are what people wrote, not the agent's jobs; "
-            "the held-out loss is in the card (bench/train_from_code.py measures what the "
-            "adapter makes the agent write)"
-        )
-    elif request.score and data.held_out_files:
-        if engine_of(loaded) != "local" or base.sha256 != file_sha256(engine_model(loaded)):
-            hooks.say(
-                "held-out jobs not scored: the embedded engine does not run the adapter's base "
-                f"({base.source.name}); its held-out loss is in the card"
-            )
-        else:
-            card = await score_held_out(request, loaded, hooks, data, card)
-            write_card(request.out, card)
     return card
 
 
