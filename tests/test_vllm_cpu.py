@@ -441,7 +441,7 @@ def test_a_prompt_longer_than_the_context_is_a_refusal_not_a_model_error(base_ur
             request = ChatRequest(
                 model=(await model.list_models())[0],
                 messages=[{"role": "user", "content": "word " * 12000}],
-                tools=[],
+                tools=[TIMER_TOOL],
                 tool_choice="auto",
                 max_tokens=16,
                 temperature=0.0,
