@@ -127,7 +127,8 @@ def test_whole_files_are_held_out_and_the_count_can_be_capped(package: Path) -> 
     assert held == set(found.held_out_files)
     assert not held & {example.file for example in found.train}
     capped = examples_from_code([package], share=0, seed=0, max_examples=2)
-    assert len(capped.train) == 2
+    assert len(capped.train) == 2 and capped.trainable == 5
+    assert found.trainable == len(found.train)  # no --max-examples: nothing was left aside
     assert examples_from_code([package], share=0, seed=0, max_examples=2).train == capped.train
 
 

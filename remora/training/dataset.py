@@ -111,6 +111,8 @@ class WrittenExamples:
     train: list[Example] = field(default_factory=list)
     held_out: list[Example] = field(default_factory=list)
     held_out_files: frozenset[str] = frozenset()
+    trainable: int = 0
+    """Examples of the files not held out, before `max_examples` chose among them."""
 
     @property
     def kept(self) -> int:
@@ -123,6 +125,7 @@ class WrittenExamples:
         train = [e for name, found in self.by_file.items() if name not in self.held_out_files
                  for e in found]  # fmt: skip
         held = [e for name in sorted(self.held_out_files) for e in self.by_file[name]]
+        self.trainable = len(train)
         self.train = _chosen(train, max_examples, seed) if max_examples is not None else train
         self.held_out = _chosen(held, HELD_OUT_SCORED, seed)
         return self

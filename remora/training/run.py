@@ -132,7 +132,7 @@ def _written(request: TrainRequest, hooks: TrainHooks) -> tuple[TrainingSet, Sou
 
     def progress(done: int, total: int) -> None:
         nonlocal said
-        anyio.from_thread.check_cancelled()  # in a worker thread: stop when the run is
+        anyio.from_thread.check_cancelled()  # in a worker thread: stop once the run is cancelled
         if done * 10 // total > said:  # a line every tenth of the files
             said = done * 10 // total
             hooks.say(f"reading: {done} of {total} files")
@@ -150,7 +150,7 @@ def _written(request: TrainRequest, hooks: TrainHooks) -> tuple[TrainingSet, Sou
     else:
         read, filters = f"{found.read} calls of the project's code", TEST_FILTERS
     reasons = ", ".join(f"{count} {filters[key]}" for key, count in found.left_out.most_common())
-    capped = found.kept > len(found.train) + len(found.held_out)
+    capped = found.trainable > len(found.train)  # held-out examples have a cap of their own
     hooks.say(
         f"{found.files} files, {read}, {found.kept} kept"
         + (f" (left out: {reasons})" if reasons else "")
