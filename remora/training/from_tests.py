@@ -203,10 +203,7 @@ def _defined(
         return path, name
     if depth >= 3:
         return None
-    try:
-        body = ast.parse(read(path)).body
-    except (SyntaxError, ValueError):
-        return None
+    body = _body(read(path))
     here = names.get(path, "")
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     for node in body:
@@ -234,15 +231,20 @@ def _kind(source: str, name: str, owner: str = "") -> str | None:
 
 
 @lru_cache(maxsize=64)
+def _body(source: str) -> tuple[ast.stmt, ...]:
+    """A project module's top-level statements, parsed once for every call that names it."""
+    try:
+        return tuple(ast.parse(source).body)
+    except (SyntaxError, ValueError):
+        return ()
+
+
+@lru_cache(maxsize=64)
 def _kinds(source: str) -> dict[tuple[str, str], str]:
     """(owner, name) -> "function" or "class" for the module's top-level definitions and its
     classes' methods."""
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
-        return {}
     found: dict[tuple[str, str], str] = {}
-    for node in body:
+    for node in _body(source):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             found["", node.name] = "function"
         elif isinstance(node, ast.ClassDef):
