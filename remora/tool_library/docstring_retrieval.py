@@ -51,8 +51,8 @@ def _name_words(name: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=4096)
-def _summary_words(docstring: str) -> int:
-    return len(words(summary_of(docstring)))
+def _summary_words(docstring: str) -> tuple[str, ...]:
+    return tuple(words(summary_of(docstring)))
 
 
 @lru_cache(maxsize=4096)
@@ -64,12 +64,6 @@ def _described_parameters(docstring: str) -> tuple[tuple[str, str], ...]:
         if len(words(text)) >= 2:
             found.append((entry["name"].lstrip("*"), text))
     return tuple(found)
-
-
-@lru_cache(maxsize=4096)
-def _first_word(docstring: str) -> str:
-    first = words(summary_of(docstring))[:1]
-    return first[0] if first else ""
 
 
 def _jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
@@ -117,7 +111,7 @@ def nearest_examples(
         same_kind = [("bundled", "", d) for d in _bundled()] if target["kind"] == "function" else []
         bundled = True
     ranked = sorted(
-        (entry for entry in same_kind if _summary_words(entry[2]["docstring"]) >= 2),
+        (entry for entry in same_kind if len(_summary_words(entry[2]["docstring"])) >= 2),
         key=lambda entry: similarity(target, entry[2], entry[0]),
         reverse=True,
     )[:limit]
@@ -173,7 +167,8 @@ def _parameter_index(
 def _voice(documented: list[dict[str, Any]]) -> str | None:
     """How the project's function summaries open: "imperative" ("Convert ..."),
     "third_person" ("Converts ...") or None (too few to tell)."""
-    openings = [first for first in map(_first_word, (d["docstring"] for d in documented)) if first]
+    firsts = [_summary_words(d["docstring"])[:1] for d in documented]
+    openings = [first[0] for first in firsts if first]
     if len(openings) < 3:
         return None
     third = sum(1 for word in openings if third_person(word))
@@ -190,4 +185,4 @@ def _documented(source: str) -> tuple[dict[str, Any], ...]:
 
 @lru_cache(maxsize=1)
 def _bundled() -> tuple[dict[str, Any], ...]:
-    return tuple(d for d in definitions(BUNDLED.read_text(encoding="utf-8")) if d["docstring"])
+    return _documented(BUNDLED.read_text(encoding="utf-8"))
