@@ -1,25 +1,27 @@
 """Several sequences decoded in one batch on this CPU (issue "Real code at the machine's limit",
-part 2): what a step costs with one row and with two, and whether the numbers stay the same.
-Results: bench/results/batched_decode.json.
+part 2): what a step of the embedded engine costs with one to four rows, and whether a row's
+numbers stay the same beside other rows. Results: bench/results/batched_decode.json.
 
     python bench/batched_decode.py          # about 1 min on 2 cores
     python bench/batched_decode.py --quick  # fewer steps
 
-With the packaged model (Gemma 3 270M, Q4_K_M) through llama-cpp-python's low-level API, two
-prompts (parts of Remora's own source) are evaluated in 64-token chunks, as the engine does, then
-greedy steps are decoded: each sequence alone (a batch of one row, the engine today), and both
-together (a batch of two rows, one per sequence, in one context with a KV stream per sequence).
-Measured: seconds per step, aggregate tokens/s, the largest logit difference between a row
-decoded alone and the same row decoded beside another, and between the same row beside two
-different partners. The engine's reproducibility promise (docs/LOCAL_ENGINE.md) needs the
-second to be 0; replies identical to today's need the first to be 0.
+Engine: `LocalChatModel.complete_drafts` on one prompt (part of Remora's own source) at one to
+four temperatures, no stop string, so every row generates `steps` tokens; seconds per step and
+aggregate tokens/s from the engine's own counters (sampling in Python included).
+
+Numbers: llama-cpp-python's low-level API on contexts set up as the engine's are (64-token
+chunks, four sequences in one unified KV cache, flash attention on): greedy steps of a prompt
+decoded alone (a batch of one row), beside one other prompt and beside two. The largest logit
+difference between the same row beside different partners must be 0 (the engine's promise: the
+same request, the same replies, whatever runs beside it); the difference between a row alone and
+in a batch says whether drafts decoded together are the replies the same temperatures get one at
+a time (they are not: llama.cpp takes another matrix path for one row than for several).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,37 +29,112 @@ from _common import Report, common_arguments
 
 REPO = Path(__file__).resolve().parent.parent
 CHUNK = 64
+SOURCE = REPO / "remora" / "models" / "local" / "decoder.py"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common_arguments(parser)
     args = parser.parse_args()
+    steps = 8 if args.quick else 48
+    report = Report("batched_decode", args)
+    per_rows = engine_steps(steps)
+    single = per_rows[1]
+    report.data.update(
+        steps=steps,
+        seconds_per_step={rows: round(seconds, 4) for rows, seconds in per_rows.items()},
+        step_cost_ratio={rows: round(s / single, 3) for rows, s in per_rows.items()},
+        aggregate_ratio={rows: round(rows * single / s, 3) for rows, s in per_rows.items()},
+    )
+    alone_vs_batched, between_partners = row_differences(steps)
+    report.data.update(
+        max_logit_difference_alone_vs_batched=alone_vs_batched,
+        max_logit_difference_between_partners=between_partners,
+    )
+    for rows in (2, 3):
+        report.verdict(
+            f"aggregate generation with {rows} drafts >= 1.5x one sequence at a time",
+            rows * single / per_rows[rows] >= 1.5,
+            f"{rows / per_rows[rows]:.1f} tokens/s with {rows} rows vs {1 / single:.1f} with one "
+            f"({rows * single / per_rows[rows]:.2f}x); a {rows}-row step costs "
+            f"{per_rows[rows] / single:.2f}x a one-row step",
+        )
+    report.verdict(
+        "a row's logits do not depend on the rows beside it (reproducible whatever runs beside it)",
+        between_partners == 0.0,
+        f"largest difference {between_partners:g}",
+    )
+    report.verdict(
+        "a row decoded beside others gives the logits it gets alone (the replies of one at a time)",
+        alone_vs_batched == 0.0,
+        f"largest difference {alone_vs_batched:.3g}",
+    )
+    report.save()
+    return 0
+
+
+def engine_steps(steps: int) -> dict[int, float]:
+    """Seconds per decoding step of the engine with 1 to 4 rows (best of two tries)."""
+    import anyio
+
+    from remora.models.local.model import LocalChatModel
+    from remora.models.local.resolve import resolve_model
+    from remora.protocol.completion import DraftsRequest
+
+    found = resolve_model()
+    engine = LocalChatModel(found.path, name=found.name)
+    engine.load_sync()
+    text = SOURCE.read_text()[:1500]
+    per_rows: dict[int, float] = {}
+
+    async def run() -> None:
+        for rows in (1, 2, 3, 4):
+            tries = []
+            for attempt in range(2):
+                before = engine.usage()
+                request = DraftsRequest(
+                    prompt=f"{text}\n# {rows}.{attempt}\n",
+                    max_tokens=steps,
+                    temperatures=[0.0, 0.7, 1.0, 1.3][:rows],
+                )
+                await engine.complete_drafts(model="bench", request=request)
+                after = engine.usage()
+                tokens = (after.completion_tokens - before.completion_tokens) / rows
+                tries.append((after.completion_seconds - before.completion_seconds) / tokens)
+            per_rows[rows] = min(tries)
+
+    anyio.run(run)
+    engine.close()
+    return per_rows
+
+
+def row_differences(steps: int) -> tuple[float, float]:
+    """The largest logit difference of one greedy row: alone against beside one other prompt;
+    beside one other prompt against beside two others (low-level API)."""
     import numpy as np
 
     from remora.models.local.binding import _llama_cpp, _model_params
     from remora.models.local.resolve import resolve_model
 
-    llama_cpp = _llama_cpp()  # as the engine imports it: OMP_WAIT_POLICY, llama.cpp's log
-    steps = 8 if args.quick else 40
-    report = Report("batched_decode", args)
+    llama_cpp = _llama_cpp()
     with _model_params(llama_cpp, extra_buffers=False):
         base = llama_cpp.Llama(
             str(resolve_model().path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False
         )
     vocab = base.n_vocab()
 
-    def context(sequences: int) -> Any:
+    def context() -> Any:
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx, params.n_batch, params.n_ubatch = 2048 * sequences, CHUNK, CHUNK
+        params.n_ctx, params.n_batch, params.n_ubatch = 2048, CHUNK, CHUNK
         params.n_threads = params.n_threads_batch = 2
-        params.swa_full, params.n_seq_max, params.kv_unified = True, sequences, False
+        params.swa_full, params.n_seq_max, params.kv_unified = True, 4, True
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         return llama_cpp.llama_init_from_model(base.model, params)
 
     def decode(ctx: Any, rows: list[tuple[int, list[int], int]]) -> list[Any]:
         """One llama_decode of (sequence, tokens, first position) rows: the last logits of each."""
         count = sum(len(tokens) for _, tokens, _ in rows)
-        batch = llama_cpp.llama_batch_init(count, 0, 2)
+        batch = llama_cpp.llama_batch_init(count, 0, 1)
         index, outputs = 0, []
         for sequence, tokens, start in rows:
             for offset, token in enumerate(tokens):
@@ -78,74 +155,35 @@ def main() -> int:
         finally:
             llama_cpp.llama_batch_free(batch)
 
-    def prime(ctx: Any, sequence: int, tokens: list[int]) -> Any:
-        for start in range(0, len(tokens), CHUNK):
-            logits = decode(ctx, [(sequence, tokens[start : start + CHUNK], start)])[0]
-        return logits
-
-    source = (REPO / "remora" / "models" / "local" / "decoder.py").read_text()
-    texts = (source[:1500], source[3000:4200], source[6000:7000])
-    prompts = [base.tokenize(text.encode(), add_bos=True) for text in texts]
-
-    def alone(prompt: list[int]) -> tuple[list[Any], float]:
-        ctx = context(1)
-        token, position, seen = int(np.argmax(prime(ctx, 0, prompt))), len(prompt), []
-        started = time.perf_counter()
+    def greedy(prompts: list[list[int]]) -> list[Any]:
+        """The first prompt's logits at each step, all prompts decoded together."""
+        ctx = context()
+        tokens = []
+        for sequence, prompt in enumerate(prompts):
+            for start in range(0, len(prompt), CHUNK):
+                logits = decode(ctx, [(sequence, prompt[start : start + CHUNK], start)])[0]
+            tokens.append(int(np.argmax(logits)))
+        positions, seen = [len(prompt) for prompt in prompts], []
         for _ in range(steps):
-            logits = decode(ctx, [(0, [token], position)])[0]
-            seen.append(logits)
-            token, position = int(np.argmax(logits)), position + 1
-        seconds = time.perf_counter() - started
-        llama_cpp.llama_free(ctx)
-        return seen, seconds
-
-    def together(first: list[int], second: list[int]) -> tuple[list[Any], float]:
-        ctx = context(2)
-        tokens = [int(np.argmax(prime(ctx, s, p))) for s, p in enumerate((first, second))]
-        positions, seen = [len(first), len(second)], []
-        started = time.perf_counter()
-        for _ in range(steps):
-            rows = decode(ctx, [(s, [tokens[s]], positions[s]) for s in (0, 1)])
+            rows = decode(ctx, [(s, [tokens[s]], positions[s]) for s in range(len(prompts))])
             seen.append(rows[0])
             tokens = [int(np.argmax(row)) for row in rows]
             positions = [p + 1 for p in positions]
-        seconds = time.perf_counter() - started
         llama_cpp.llama_free(ctx)
-        return seen, seconds
+        return seen
 
-    single, single_s = alone(prompts[0])
-    paired, paired_s = together(prompts[0], prompts[1])
-    other, _ = together(prompts[0], prompts[2])
-    alone_vs_paired = max(float(np.abs(a - b).max()) for a, b in zip(single, paired, strict=True))
-    partner = max(float(np.abs(a - b).max()) for a, b in zip(paired, other, strict=True))
-    report.data.update(
-        steps=steps,
-        one_row_s_per_step=round(single_s / steps, 4),
-        two_rows_s_per_step=round(paired_s / steps, 4),
-        step_cost_ratio=round(paired_s / single_s, 3),
-        aggregate_ratio=round(2 * single_s / paired_s, 3),
-        max_logit_difference_alone_vs_paired=alone_vs_paired,
-        max_logit_difference_between_partners=partner,
-    )
-    report.verdict(
-        "aggregate generation >= 1.5x one sequence at a time",
-        2 * single_s / paired_s >= 1.5,
-        f"{2 * steps / paired_s:.1f} tokens/s with two rows vs {steps / single_s:.1f} with one "
-        f"({2 * single_s / paired_s:.2f}x); a two-row step costs {paired_s / single_s:.2f}x a "
-        "one-row step",
-    )
-    report.verdict(
-        "a row's logits do not depend on the other row (reproducible whatever runs beside it)",
-        partner == 0.0,
-        f"largest difference {partner:g}",
-    )
-    report.verdict(
-        "a row decoded beside another gives the logits it gets alone (today's replies)",
-        alone_vs_paired == 0.0,
-        f"largest difference {alone_vs_paired:.3g}",
-    )
-    report.save()
-    return 0
+    source = SOURCE.read_text()
+    texts = (source[:1500], source[3000:4200], source[6000:7000])
+    prompts = [base.tokenize(text.encode(), add_bos=True) for text in texts]
+    alone = greedy(prompts[:1])
+    paired = greedy(prompts[:2])
+    tripled = greedy([prompts[0], prompts[2], prompts[1]])
+    base.close()
+
+    def largest(a: list[Any], b: list[Any]) -> float:
+        return max(float(np.abs(x - y).max()) for x, y in zip(a, b, strict=True))
+
+    return largest(alone, paired), largest(paired, tripled)
 
 
 if __name__ == "__main__":

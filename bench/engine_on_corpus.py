@@ -22,8 +22,15 @@ requests are not replayed.
 
 Goals (issue "Real code at the machine's limit"): at most 25 % of the counted prompt tokens
 evaluated; half the wall time of the engine before (with `--before`), with the same outputs.
-The aggregate generation speed against the single-sequence baseline (goal: 1.5x) is reported:
-this engine decodes one sequence at a time, so that goal is not met by construction.
+Aggregate generation (goal: 1.5x the single-sequence baseline), on the same prompts, each
+replayed after the run on an otherwise idle machine: the engine (a fresh `LocalChatModel`) gets
+each job's consecutive completions of one prompt as one drafts request (temperatures 0, 0.7,
+1.0, ...; one batch of two to four rows, as the agents ask), generating as many tokens per row
+as the longest recorded reply; `Llama` gets every completion alone, generating as many tokens as
+its recorded reply. Tokens generated per second of decoding: the engine's own counter (Python's
+sampling included), `Llama`'s from llama.cpp's performance counters (decoding only). The
+engine's counters during the analysis itself are reported too: there its decoding shares the
+cores with the jobs' tools.
 """
 
 from __future__ import annotations
@@ -75,6 +82,7 @@ def main() -> int:
             now = analyze(folder / "now" / library, library, agents, None)
             row["now"] = {key: value for key, value in now.items() if key != "changes"}
             row["baseline"] = replay(now["transcripts"], now["model_path"])
+            row["engine_replay"] = replay_engine(now["transcripts"], now["model_path"])
             if before_code is not None:
                 before = analyze(folder / "before" / library, library, agents, before_code)
                 row["before"] = {key: value for key, value in before.items() if key != "changes"}
@@ -157,11 +165,73 @@ def model_path(line: str) -> str:
     return str(model.path)
 
 
+def completion_groups(transcripts: str) -> list[list[tuple[str, str]]]:
+    """Each job's completions (prompt, reply), consecutive ones of one prompt grouped: the
+    drafts the agents ask for at once (at most 4)."""
+    groups: list[list[tuple[str, str]]] = []
+    for file in sorted(Path(transcripts).glob("*.jsonl")):
+        for line in file.read_text().splitlines():
+            previous = None
+            for turn in json.loads(line)["turns"]:
+                if turn["kind"] != "completion":
+                    previous = None
+                    continue
+                if turn["prompt"] == previous and len(groups[-1]) < 4:
+                    groups[-1].append((turn["prompt"], turn["reply"]))
+                else:
+                    groups.append([(turn["prompt"], turn["reply"])])
+                previous = turn["prompt"]
+    return groups
+
+
+def replay_engine(transcripts: str, path: str) -> dict[str, Any]:
+    """The recorded completions through the embedded engine, as drafts requests."""
+    import anyio
+    import llama_cpp
+
+    from remora.models.local.model import LocalChatModel
+    from remora.protocol.completion import DraftsRequest
+
+    tokenize = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False).tokenize
+    engine = LocalChatModel(Path(path))
+    engine.load_sync()
+
+    def length(text: str) -> int:
+        return max(1, len(tokenize(text.encode(), add_bos=False, special=True)))
+
+    async def run() -> None:
+        for group in completion_groups(transcripts):
+            prompt = group[0][0]
+            if len(tokenize(b"<bos>" + prompt.encode(), add_bos=False, special=True)) >= 1800:
+                continue
+            request = DraftsRequest(
+                prompt=prompt,
+                max_tokens=min(256, max(length(reply) for _, reply in group)),
+                temperatures=[0.0, 0.7, 1.0, 1.0][: len(group)],
+            )
+            await engine.complete_drafts(model="replay", request=request)
+
+    anyio.run(run)
+    usage = engine.usage()
+    engine.close()
+    return {
+        "requests": usage.requests,
+        "prompt_tokens": usage.prompt_tokens,
+        "prompt_tokens_evaluated": usage.prompt_tokens_evaluated,
+        "completion_tokens": usage.completion_tokens,
+        "decode_s": usage.completion_seconds,
+        "generated_per_second": round(usage.completion_tokens / usage.completion_seconds, 1)
+        if usage.completion_seconds
+        else 0.0,
+    }
+
+
 def replay(transcripts: str, path: str) -> dict[str, Any]:
     """The recorded completions through plain `llama_cpp.Llama`, one at a time."""
     import llama_cpp
 
     llm = llama_cpp.Llama(model_path=path, n_ctx=2048, n_threads=2, verbose=False, seed=0)
+    llama_cpp.llama_perf_context_reset(llm.ctx)
     prompts: list[tuple[str, str]] = []
     for file in sorted(Path(transcripts).glob("*.jsonl")):
         for line in file.read_text().splitlines():
@@ -188,6 +258,7 @@ def replay(transcripts: str, path: str) -> dict[str, Any]:
         generated += int(out["usage"]["completion_tokens"])
         previous = tokens
     seconds = time.perf_counter() - started
+    perf = llama_cpp.llama_perf_context(llm.ctx)
     llm.close()
     return {
         "requests": len(prompts),
@@ -195,6 +266,8 @@ def replay(transcripts: str, path: str) -> dict[str, Any]:
         "prompt_tokens_evaluated": evaluated,
         "completion_tokens": generated,
         "seconds": round(seconds, 1),
+        "decode_s": round(perf.t_eval_ms / 1000, 2),
+        "decoded_tokens": int(perf.n_eval),
         "generated_per_second": round(generated / seconds, 1) if seconds else 0.0,
     }
 
@@ -228,22 +301,22 @@ def verdicts(report: Report, rows: dict[str, Any]) -> None:
             for name, row in rows.items()
         ),
     )
-    generated = sum(engine.get("completion_tokens", 0) for engine in engines)
-    seconds = sum(
-        engine.get("completion_seconds", 0.0) + engine.get("prompt_seconds", 0.0)
-        for engine in engines
-    )
-    base_generated = sum(row["baseline"]["completion_tokens"] for row in rows.values())
-    base_seconds = sum(row["baseline"]["seconds"] for row in rows.values())
-    base_evaluated = sum(row["baseline"]["prompt_tokens_evaluated"] for row in rows.values())
+    generated = sum(row["engine_replay"]["completion_tokens"] for row in rows.values())
+    decoding = sum(row["engine_replay"]["decode_s"] for row in rows.values())
+    rate = generated / max(decoding, 1e-9)
+    base_decoded = sum(row["baseline"]["decoded_tokens"] for row in rows.values())
+    base_decoding = sum(row["baseline"]["decode_s"] for row in rows.values())
+    base_rate = base_decoded / max(base_decoding, 1e-9)
+    during = sum(engine.get("completion_tokens", 0) for engine in engines)
+    during_s = sum(engine.get("completion_seconds", 0.0) for engine in engines)
     report.verdict(
         "aggregate generation >= 1.5x the single-sequence baseline",
-        False,
-        f"engine {generated:,} tokens generated in {seconds:.0f} s of engine time "
-        f"({generated / max(seconds, 1e-9):.1f}/s; one sequence at a time: no batching); "
-        f"baseline `Llama` {base_generated:,} generated, {base_evaluated:,} prompt tokens "
-        f"evaluated, in {base_seconds:.0f} s ({base_generated / max(base_seconds, 1e-9):.1f}/s) "
-        "for the same completion prompts",
+        rate >= 1.5 * base_rate,
+        f"on the same prompts: engine {generated:,} tokens in {decoding:.1f} s of decoding "
+        f"({rate:.1f}/s); `Llama`, one sequence at a time, {base_decoded:,} tokens in "
+        f"{base_decoding:.1f} s ({base_rate:.1f}/s): {rate / max(base_rate, 1e-9):.2f}x. "
+        f"During the analysis (tools sharing the cores): {during:,} tokens in {during_s:.1f} s "
+        f"({during / max(during_s, 1e-9):.1f}/s)",
     )
     if all("before" in row for row in rows.values()):
         now_wall = sum(row["now"]["wall_s"] for row in rows.values())

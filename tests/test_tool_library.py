@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jsonschema
@@ -150,18 +151,29 @@ def test_findings_two_tools_share() -> None:
 
 @pytest.mark.anyio
 async def test_proposed_calls_are_distinct_closed_calls() -> None:
-    drafts = iter(["1, 2)\n", "1, 2) + 3", "(x", "'a')"])
-    asked: list[tuple[str, float]] = []
+    asked: list[tuple[str, list[float]]] = []
 
-    async def complete(prompt: str, stop: list[str], max_tokens: int, temperature: float) -> str:
-        asked.append((prompt, temperature))
-        return next(drafts)
+    async def draft(
+        prompt: str, stop: list[str], max_tokens: int, temperatures: Sequence[float]
+    ) -> list[str]:
+        asked.append((prompt, list(temperatures)))
+        return ["1, 2)\n", "1, 2) + 3", "(x", "'a')"]
 
     source = "def f(a, b=0):\n    return a\n"
-    calls = await propose_calls(source, "f", [0.0, 0.5, 0.7, 0.9], 40, complete)
+    calls = await propose_calls(source, "f", [0.0, 0.5, 0.7, 0.9], 40, draft)
     assert calls == ["f(1, 2)", "f('a')"]
+    assert asked == [(asked[0][0], [0.0, 0.5, 0.7, 0.9])]  # one request for every draft
     assert asked[0][0].endswith("def test_f():\n    result = f(")
-    assert [temperature for _, temperature in asked] == [0.0, 0.5, 0.7, 0.9]
+
+
+@pytest.mark.anyio
+async def test_no_calls_are_proposed_when_the_model_cannot_be_asked() -> None:
+    async def draft(
+        prompt: str, stop: list[str], max_tokens: int, temperatures: Sequence[float]
+    ) -> list[str]:
+        raise RuntimeError("the prompt has 9000 tokens, more than the context of 8192")
+
+    assert await propose_calls("def f(a):\n    return a\n", "f", [0.0, 0.7], 40, draft) == []
 
 
 @pytest.fixture

@@ -454,3 +454,38 @@ def test_a_prompt_longer_than_the_context_is_a_refusal_not_a_model_error(base_ur
         anyio.run(send)
     assert caught.value.context == 8192 and caught.value.tokens > 8192
     assert "--max-model-len" in str(caught.value)
+
+
+# --------------------------------------------------------------------------- drafts
+
+
+def test_drafts_are_asked_for_at_once_one_request_per_temperature(base_url: str) -> None:
+    """A server has no drafts request: `complete_drafts` sends one `/v1/completions` per
+    temperature, all at once (vLLM batches them), and returns the texts in their order."""
+    from remora.config.settings import ServerSettings
+    from remora.models.http.openai_client import OpenAIChatModel
+    from remora.protocol.completion import Completion, DraftsRequest, complete_drafts
+
+    code = (REPOSITORY / "examples/demo/inventory/pricing.py").read_text()
+    request = DraftsRequest(
+        prompt=code + "\n\n\ndef test_bulk_price():\n    result = bulk_price(",
+        stop=["\n"],
+        max_tokens=24,
+        temperatures=[0.0, 0.7, 1.0],
+    )
+
+    async def send() -> tuple[list[Completion], Completion]:
+        model = OpenAIChatModel(ServerSettings(base_url=[base_url], retries=0, timeout=120))
+        try:
+            name = (await model.list_models())[0]
+            drafts = await complete_drafts(model, name, request)
+            greedy = await model.complete_text(model=name, request=request.each()[0])
+            return drafts, greedy
+        finally:
+            await model.aclose()
+
+    drafts, greedy = anyio.run(send)
+    assert len(drafts) == 3
+    assert drafts[0].text == greedy.text  # the greedy draft is the greedy completion
+    assert all(draft.usage.prompt_tokens > 100 for draft in drafts)
+    assert any(draft.text.strip() for draft in drafts)

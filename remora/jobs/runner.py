@@ -23,7 +23,13 @@ from remora.jobs.profiles import ModelProfile, call_grammar
 from remora.jobs.tool_calls import BadCall, check_call, model_content, record_findings
 from remora.jobs.transcripts import NO_RECORDING, TranscriptRecorder
 from remora.jobs.turn_reply import TurnReply, UnsureReply
-from remora.protocol.completion import Completion, CompletionModel, CompletionRequest
+from remora.protocol.completion import (
+    Completion,
+    CompletionModel,
+    CompletionRequest,
+    DraftsRequest,
+    complete_drafts,
+)
 from remora.protocol.messages import (
     ChatModel,
     ChatRequest,
@@ -78,7 +84,9 @@ class FunctionGemmaRunner:
         self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
         self.workspace, self.profile, self.settings = workspace, profile, settings
         self.faults: list[JobError] = []
-        self.host = host_functions(workspace, node, commands, self.faults, self._complete)
+        self.host = host_functions(
+            workspace, node, commands, self.faults, self._complete, self._complete_drafts
+        )
         self.tools = {tool.name: tool for tool in agent.tools}
         self.validators = {tool.name: tool.validator for tool in agent.tools}
         self.validators[SUBMIT_RESULT] = agent.submit_validator
@@ -238,12 +246,32 @@ class FunctionGemmaRunner:
     async def _complete(self, request: CompletionRequest) -> Completion:
         """The `complete` and `score_text` host functions: the job's model continues (or
         scores) a text for a tool."""
+        started = time.perf_counter()
+        completion = await self._completion_model().complete_text(
+            model=self.agent.model, request=request
+        )
+        self._count_completion(request.prompt, completion, started, text=request.score is None)
+        return completion
+
+    async def _complete_drafts(self, request: DraftsRequest) -> list[Completion]:
+        """The `complete_drafts` host function: one continuation per temperature, decoded
+        together where the model can (each counted as the request it stands for)."""
+        started = time.perf_counter()
+        completions = await complete_drafts(self._completion_model(), self.agent.model, request)
+        for completion in completions:
+            self._count_completion(request.prompt, completion, started, text=True)
+        return completions
+
+    def _completion_model(self) -> CompletionModel:
         if not isinstance(self.model, CompletionModel):
             raise RuntimeError("complete: this model server does not offer completions")
-        started = time.perf_counter()
-        completion = await self.model.complete_text(model=self.agent.model, request=request)
-        if request.score is None:  # a score is no text the model wrote
-            self.recorder.completion(request.prompt, completion.text)
+        return self.model
+
+    def _count_completion(
+        self, prompt: str, completion: Completion, started: float, *, text: bool
+    ) -> None:
+        if text:  # a score is no text the model wrote
+            self.recorder.completion(prompt, completion.text)
         usage = self.replies.usage
         usage.prompt_tokens += completion.usage.prompt_tokens
         usage.completion_tokens += completion.usage.completion_tokens
@@ -253,9 +281,8 @@ class FunctionGemmaRunner:
             latency_s=time.perf_counter() - started,
             prompt_tokens=completion.usage.prompt_tokens,
             completion_tokens=completion.usage.completion_tokens,
-            payload=self.events.payload({"prompt": request.prompt, "text": completion.text}),
+            payload=self.events.payload({"prompt": prompt, "text": completion.text}),
         )
-        return completion
 
     def _count_repair(self, problems: list[str]) -> None:
         self.repairs += 1

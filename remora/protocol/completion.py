@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+import anyio
+from pydantic import BaseModel, Field, field_validator
 
 from remora.findings.results import Usage
 from remora.protocol.messages import MalformedReply
@@ -21,6 +22,9 @@ MAX_COMPLETION_TOKENS = 256
 MAX_STOPS = 8
 MAX_SCORED_CHARS = 20_000
 """A scored continuation is a function's code, not a file."""
+MAX_DRAFTS = 4
+"""Continuations of one prompt asked for at once (a job drafts a sentence or a call at three
+temperatures)."""
 
 
 class CompletionRequest(BaseModel):
@@ -33,6 +37,33 @@ class CompletionRequest(BaseModel):
     """Score instead of generating: how likely the model finds `score` as the continuation of
     `prompt` (`Completion.logprob`), e.g. a function's code after a candidate docstring. On a
     server: `/v1/completions` with `echo` and `logprobs`; nothing is generated that counts."""
+
+
+class DraftsRequest(BaseModel):
+    """One prompt continued once per temperature: a job's drafts of one sentence or call. An
+    engine that can decodes them together (the embedded engine: one batch, the prompt evaluated
+    once); any other model is asked once per temperature (`complete_drafts`)."""
+
+    prompt: str
+    stop: list[str] = Field(default_factory=list, max_length=MAX_STOPS)
+    max_tokens: int = Field(default=64, ge=1, le=MAX_COMPLETION_TOKENS)
+    temperatures: list[float] = Field(min_length=1, max_length=MAX_DRAFTS)
+
+    @field_validator("temperatures")
+    @classmethod
+    def _in_range(cls, temperatures: list[float]) -> list[float]:
+        if any(not 0.0 <= temperature <= 2.0 for temperature in temperatures):
+            raise ValueError("temperatures must be between 0 and 2")
+        return temperatures
+
+    def each(self) -> list[CompletionRequest]:
+        """The same drafts as one request per temperature."""
+        return [
+            CompletionRequest(
+                prompt=self.prompt, stop=self.stop, max_tokens=self.max_tokens, temperature=t
+            )
+            for t in self.temperatures
+        ]
 
 
 class Completion(BaseModel):
@@ -51,6 +82,32 @@ class CompletionModel(Protocol):
     async def complete_text(self, *, model: str, request: CompletionRequest) -> Completion:
         """Continue `request.prompt` with `model` (the agent's model or adapter)."""
         ...
+
+
+@runtime_checkable
+class DraftingModel(Protocol):
+    async def complete_drafts(self, *, model: str, request: DraftsRequest) -> list[Completion]:
+        """One continuation of `request.prompt` per temperature, in their order."""
+        ...
+
+
+async def complete_drafts(
+    model: CompletionModel, name: str, request: DraftsRequest
+) -> list[Completion]:
+    """The drafts `request` asks for: decoded together where the model can, else asked for
+    at once, one request per temperature (a server such as vLLM batches them itself)."""
+    if isinstance(model, DraftingModel):
+        return await model.complete_drafts(model=name, request=request)
+    requests = request.each()
+    drafts: list[Completion | None] = [None] * len(requests)
+
+    async def ask(index: int) -> None:
+        drafts[index] = await model.complete_text(model=name, request=requests[index])
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(requests)):
+            group.start_soon(ask, index)
+    return [draft for draft in drafts if draft is not None]
 
 
 def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace, WorkspaceError
 from remora.findings.results import ErrorCode, JobError
-from remora.protocol.completion import Completion, CompletionRequest
+from remora.protocol.completion import Completion, CompletionRequest, DraftsRequest
 from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
 from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
@@ -60,6 +60,8 @@ def injected_context(
 
 Complete = Callable[[CompletionRequest], Awaitable[Completion]]
 """The job's model continuing (or scoring) a text (protocol/completion.py)."""
+CompleteDrafts = Callable[[DraftsRequest], Awaitable[list[Completion]]]
+"""The job's model continuing a text once per temperature (protocol/completion.py)."""
 
 
 def host_functions(
@@ -68,6 +70,7 @@ def host_functions(
     commands: CommandRunner,
     faults: list[JobError] | None = None,
     completion: Complete | None = None,
+    drafting: CompleteDrafts | None = None,
 ) -> dict[str, Callable[..., Any]]:
     """Paths are relative to the project root; absolute paths and '..' escapes are refused.
 
@@ -104,6 +107,22 @@ def host_functions(
         except ValidationError as exc:
             raise ValueError(f"complete: {exc.errors()[0]['msg']}") from None
         return (await completion(request)).text
+
+    async def complete_drafts(
+        prompt: str, stop: list[str] | None, max_tokens: int, temperatures: Sequence[float]
+    ) -> list[str]:
+        if drafting is None:
+            raise RuntimeError("complete_drafts: no model here (remora tool run has none)")
+        try:
+            request = DraftsRequest(
+                prompt=prompt,
+                stop=stop or [],
+                max_tokens=max_tokens,
+                temperatures=list(temperatures),
+            )
+        except ValidationError as exc:
+            raise ValueError(f"complete_drafts: {exc.errors()[0]['msg']}") from None
+        return [draft.text for draft in await drafting(request)]
 
     async def score_text(prompt: str, continuation: str) -> dict[str, Any]:
         if completion is None:
@@ -155,7 +174,9 @@ def host_functions(
     async def propose_calls(
         source: str, temperatures: list[float], max_tokens: int = 48
     ) -> list[str]:
-        return await calls.propose_calls(source, node.name, temperatures, max_tokens, complete)
+        return await calls.propose_calls(
+            source, node.name, temperatures, max_tokens, complete_drafts
+        )
 
     async def explore(temperatures: list[float] | None = None) -> dict[str, Any]:
         source = workspace.read_text(node.file)
@@ -164,11 +185,6 @@ def host_functions(
         sources = python_sources(project, node.name, workspace.list_dir, project_text)
         sources.pop(node.file, None)
 
-        async def complete_text(
-            prompt: str, stop: list[str], max_tokens: int, temperature: float
-        ) -> str:
-            return await complete(prompt, stop, max_tokens, temperature)
-
         return await explore_calls(
             source=source,
             target=node.qualified_name,
@@ -176,7 +192,7 @@ def host_functions(
             import_root=import_root,
             project_sources=sources,
             probe=probe,
-            complete=complete_text if completion is not None else None,
+            draft=complete_drafts if drafting is not None else None,
             temperatures=[0.0, 0.7, 1.0] if temperatures is None else temperatures,
         )
 
@@ -314,6 +330,7 @@ def host_functions(
         "run_command": run_command,
         "environment_error": environment_error,
         "complete": complete,
+        "complete_drafts": complete_drafts,
         "score_text": score_text,
         "docstring_examples": docstring_examples,
         # Pure functions of their arguments: no workspace access, safe to share.

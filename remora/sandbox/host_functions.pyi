@@ -28,6 +28,14 @@ async def complete(
     and an opening triple quote. Verify the text before it counts: it may be empty, repeat
     itself or copy the prompt."""
 
+async def complete_drafts(
+    prompt: str, stop: list[str] | None, max_tokens: int, temperatures: list[float]
+) -> list[str]:
+    """`complete` once per temperature (1 to 4 of them), in their order: a sentence's or a
+    call's drafts, greedy and sampled. The embedded engine decodes them together (one batch,
+    the prompt evaluated once): cheaper than asking one after another, and the same request
+    always gets the same drafts. Raises when the model could not be asked."""
+
 async def score_text(prompt: str, continuation: str) -> dict[str, Any]:
     """How likely the job's own model finds `continuation` after `prompt` (nothing is
     generated): logprob (the sum of its tokens' log-probabilities, <= 0) and tokens (how many).

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+Draft = Callable[[str, list[str], int, Sequence[float]], Awaitable[list[str]]]
+"""The job's model continuing a prompt once per temperature, decoded together where the engine
+can: (prompt, stop, max_tokens, temperatures) -> one text per temperature."""
+
 
 def closing_call(text: str) -> str | None:
     """`text` (what follows `name(`) cut at the parenthesis that closes the call, or None when
@@ -39,31 +43,33 @@ async def propose_calls(
     name: str,
     temperatures: Sequence[float],
     max_tokens: int,
-    complete: Callable[[str, list[str], int, float], Awaitable[str]],
+    draft: Draft,
 ) -> list[str]:
     """Distinct calls of `name` the job's model proposes by continuing a test's first line,
     `result = name(`, after the module's own source (what base models have seen after a module
-    most often), once per temperature; the drafting stops at the first failed completion."""
+    most often), once per temperature; none when the model could not be asked."""
     prompt = source.rstrip() + "\n\n\ndef test_" + name + "():\n    result = " + name + "("
-    found = await continued_arguments(prompt, complete, temperatures, max_tokens)
+    found = await continued_arguments(prompt, draft, temperatures, max_tokens)
     return [name + "(" + arguments + ")" for arguments in found]
 
 
 async def continued_arguments(
     prompt: str,
-    complete: Callable[[str, list[str], int, float], Awaitable[str]],
+    draft: Draft,
     temperatures: Sequence[float],
     max_tokens: int = 48,
 ) -> list[str]:
     """The distinct argument lists the model writes continuing `prompt` (which ends inside a
-    call's opening parenthesis), once per temperature, each cut where the call closes; the
-    drafting stops at the first failed completion (what was proposed so far stands)."""
+    call's opening parenthesis), once per temperature (the drafts of one request), each cut
+    where the call closes; none when the model could not be asked."""
+    if not temperatures:
+        return []
+    try:
+        texts = await draft(prompt, ["\n"], max_tokens, temperatures)
+    except Exception:  # the model could not be asked: the calls found elsewhere stand
+        return []
     found: list[str] = []
-    for temperature in temperatures:
-        try:
-            text = await complete(prompt, ["\n"], max_tokens, temperature)
-        except Exception:  # the model could not be asked: what was proposed so far stands
-            break
+    for text in texts:
         arguments = closing_call(text)
         if arguments is not None and arguments.strip() not in found:
             found.append(arguments.strip())

@@ -19,7 +19,7 @@ from typing import Any
 from remora.tool_library.call_candidates import Candidate, candidate_calls, find_definition
 from remora.tool_library.call_prompts import call_prompt, constructor_prompt
 from remora.tool_library.call_selection import select_calls, stable
-from remora.tool_library.calls import continued_arguments
+from remora.tool_library.calls import Draft, continued_arguments
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.parameter_values import parameters_of
 from remora.tool_library.test_cases import parse_test_case
@@ -31,8 +31,6 @@ PROBE_RUNS = 2
 
 Probe = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 """Runs call_probe.py on a request in the sandbox; its result document."""
-Complete = Callable[[str, list[str], int, float], Awaitable[str]]
-"""The job's model continuing a prompt: (prompt, stop, max_tokens, temperature)."""
 
 
 async def explore_calls(
@@ -43,7 +41,7 @@ async def explore_calls(
     import_root: str,
     project_sources: Mapping[str, str],
     probe: Probe,
-    complete: Complete | None,
+    draft: Draft | None,
     temperatures: Sequence[float],
 ) -> dict[str, Any]:
     """What the probe saw of the chosen calls of `target` in the module `source`:
@@ -55,7 +53,7 @@ async def explore_calls(
     definition = find_definition(tree, owner, name)
     if definition is None:
         raise ValueError(f"{target} is not defined at the top level of the module")
-    proposals, constructors = await model_proposals(source, owner, name, complete, temperatures)
+    proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
     candidates = candidate_calls(source, target, project_sources, proposals, constructors)
     checked: list[Candidate] = []
     for candidate in candidates:
@@ -114,20 +112,20 @@ async def model_proposals(
     source: str,
     owner: str,
     name: str,
-    complete: Complete | None,
+    draft: Draft | None,
     temperatures: Sequence[float],
 ) -> tuple[list[str], list[str]]:
     """The model's argument lists for the target (and, for a method, for its class's
     constructor), by continuing a test's first lines after the code it tests: what base models
-    have seen after a module most often. Greedy first, then sampled; the drafting stops at the
-    first failed completion."""
-    if complete is None or not temperatures:
+    have seen after a module most often. Greedy and sampled drafts, decoded together; none when
+    the model could not be asked."""
+    if draft is None or not temperatures:
         return [], []
     constructors: list[str] = []
     instance = None
     if owner:
         opening = constructor_prompt(source, owner)
-        constructors = await continued_arguments(opening, complete, temperatures[:2])
+        constructors = await continued_arguments(opening, draft, temperatures[:2])
         instance = f"{owner}({constructors[0]})" if constructors else f"{owner}()"
     opening = call_prompt(source, owner, name, instance)
-    return await continued_arguments(opening, complete, temperatures), constructors
+    return await continued_arguments(opening, draft, temperatures), constructors

@@ -67,11 +67,17 @@ def _llama_cpp() -> Any:
     (`OMP_WAIT_POLICY=PASSIVE`, unless the user set it): during a run, ruff, the sandbox workers
     and other jobs compete for the same cores, and spinning threads then starve each other. On
     two busy cores, generation measured 2 tokens/s with spinning threads and 12-15 with sleeping
-    ones. llama.cpp's own log lines go to the `remora.models.local.model` logger instead of stderr.
+    ones. But a thread that sleeps at once pays a wake-up at each of the hundreds of barriers a
+    token passes: GNU OpenMP spins 1,000 times before sleeping (`GOMP_SPINCOUNT`, unless set).
+    On 2 idle cores a token then takes 19 ms instead of 34, and about the same as without the
+    spin when other processes keep one or both cores busy (38-47 ms; measured with a busy loop
+    per core). llama.cpp's own log lines go to the `remora.models.local.model` logger instead
+    of stderr.
     """
     global _log_callback
     with _import_lock:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        os.environ.setdefault("GOMP_SPINCOUNT", "1000")
         try:
             # Imported by name: the package has no type stubs, and through import_module it
             # is one `Any` at this boundary instead of ignores wherever it is used.
@@ -107,25 +113,37 @@ def _check_token_data_layout(llama: Any) -> None:
 
 
 @contextlib.contextmanager
-def _model_params(llama: Any, *, extra_buffers: bool) -> Iterator[None]:
-    """Load with llama.cpp's extra CPU buffer types (AMX, weight repacking) on or off.
+def _model_params(llama: Any, *, extra_buffers: bool, sequences: int = 1) -> Iterator[None]:
+    """Load with llama.cpp's extra CPU buffer types (AMX, weight repacking) on or off, and
+    contexts that hold `sequences` sequences in one KV cache.
 
-    `Llama()` does not expose `use_extra_bufts`, and with it on (llama.cpp's default) the first
-    decode crashed the process (SIGSEGV) on the Sapphire Rapids VM we test on. Off costs
-    nothing measurable for a 270M model. The defaults function is swapped only while loading,
-    under the import lock, so no other load sees the change.
+    `Llama()` exposes neither `use_extra_bufts` nor `n_seq_max`. With extra buffers on
+    (llama.cpp's default) the first decode crashed the process (SIGSEGV) on the Sapphire Rapids
+    VM we test on; off costs nothing measurable for a 270M model. Several sequences share one
+    unified cache (`kv_unified`): the cells of a prompt copied to another sequence are shared,
+    not copied, and a lone sequence gets the numbers it gets in a one-sequence context
+    (measured). The defaults functions are swapped only while loading, under the import lock,
+    so no other load sees the change.
     """
     low_level = llama.llama_cpp
-    original = low_level.llama_model_default_params
+    model_defaults = low_level.llama_model_default_params
+    context_defaults = low_level.llama_context_default_params
 
-    def params() -> Any:
-        value = original()
+    def model_params() -> Any:
+        value = model_defaults()
         value.use_extra_bufts = extra_buffers
         return value
 
+    def context_params() -> Any:
+        value = context_defaults()
+        value.n_seq_max, value.kv_unified = sequences, sequences > 1
+        return value
+
     with _import_lock:
-        low_level.llama_model_default_params = params
+        low_level.llama_model_default_params = model_params
+        low_level.llama_context_default_params = context_params
         try:
             yield
         finally:
-            low_level.llama_model_default_params = original
+            low_level.llama_model_default_params = model_defaults
+            low_level.llama_context_default_params = context_defaults

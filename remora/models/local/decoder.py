@@ -33,17 +33,11 @@ _TOP_CANDIDATES = 256
 
 _SAMPLING_TOP_K = 40
 
-
 _EVAL_CHUNK = 64
 """Prompts are evaluated in chunks starting at multiples of this (see `_Slot._prime`)."""
 
-
 _STOPS = tuple(marker.encode() for marker in STOP_SEQUENCES)
-
-
 _END_CALL = END_FUNCTION_CALL.encode()
-
-
 _END_OF_TURN = END_OF_TURN.encode()
 
 
@@ -105,7 +99,7 @@ class _Slot:
             raise ModelError(f"llama.cpp cannot load the adapter {path} on this model")
         self._adapters[name] = pointer
 
-    def _apply(self, adapter: str | None) -> None:
+    def apply_adapter(self, adapter: str | None) -> None:
         """Switch adapters; what the context holds was computed under the old one, so none of
         it is reused."""
         if adapter == self.adapter:
@@ -144,20 +138,9 @@ class _Slot:
     ) -> _Generation:
         """`on_text` is called with the reply so far after every token (a streamed reply);
         `adapter` names a loaded LoRA adapter to generate with (None: the base model)."""
-        self._apply(adapter)
+        self.apply_adapter(adapter)
         stats = EngineStats(generations=1, prompt_tokens=len(prompt))
-        started = time.perf_counter()
-        if self._holds_whole(prompt):
-            # The same prompt as a request before (a job's drafts at other temperatures): its
-            # cache entries and last logits are what evaluating it again would compute.
-            memory = self.llama.llama_get_memory(self.llm.ctx)
-            self.llama.llama_memory_seq_rm(memory, 0, len(prompt), -1)
-            self.llm.n_tokens = len(prompt)
-            self._replay = self._last_logits
-        else:
-            stats.prompt_tokens_evaluated = self._prime(prompt, check_cancelled)
-            self._last_prompt, self._last_logits = list(prompt), self._logits().copy()
-        stats.prompt_seconds = time.perf_counter() - started
+        self.start(prompt, check_cancelled, stats)
         rng = np.random.default_rng(seed)
         out = bytearray()
         completion = 0
@@ -167,14 +150,14 @@ class _Slot:
         with self._grammar(grammar_text) as grammar:
             while completion < max_tokens:
                 check_cancelled()
-                token = self._choose(grammar, temperature, rng, stats)
+                token = self.choose(grammar, temperature, rng, stats)
                 if token is None or self.llama.llama_vocab_is_eog(self.vocab, token):
                     finish = "stop"
                     break
                 completion += 1
                 if grammar is not None:
                     self.llama.llama_sampler_accept(grammar, token)
-                piece = self._piece(token)
+                piece = self.piece(token)
                 if scored is not None:
                     scored.append((piece.decode("utf-8", "replace"), self._logprob(token)))
                 out += piece
@@ -194,10 +177,37 @@ class _Slot:
         text = out.decode("utf-8", errors="replace")
         return _Generation(text, len(prompt), completion, finish, stats, scored)
 
+    def start(
+        self, prompt: list[int], check_cancelled: Callable[[], None], stats: EngineStats
+    ) -> None:
+        """Bring the context to `prompt` (sequence 0), its last logits ready for the first token."""
+        started = time.perf_counter()
+        if self._holds_whole(prompt):
+            # The same prompt as a request before (a job's drafts at other temperatures): its
+            # cache entries and last logits are what evaluating it again would compute.
+            memory = self.llama.llama_get_memory(self.llm.ctx)
+            self.llama.llama_memory_seq_rm(memory, 0, len(prompt), -1)
+            self.llm.n_tokens = len(prompt)
+            self._replay = self._last_logits
+        else:
+            stats.prompt_tokens_evaluated += self._prime(prompt, check_cancelled)
+            self._last_prompt, self._last_logits = list(prompt), self.logits().copy()
+        stats.prompt_seconds += time.perf_counter() - started
+
+    def keep_prompt(self, length: int, sequences: int) -> None:
+        """After drafts decoded in `sequences` sequences: the context holds the prompt's
+        `length` tokens in sequence 0 alone, as after a prompt evaluation."""
+        memory = self.llama.llama_get_memory(self.llm.ctx)
+        for sequence in range(1, sequences):
+            self.llama.llama_memory_seq_rm(memory, sequence, -1, -1)
+        self.llama.llama_memory_seq_rm(memory, 0, length, -1)
+        self.llm.n_tokens = length
+        self._replay = None
+
     def _logprob(self, token: int) -> float:
         """`token`'s log-probability under the model's own distribution (before the grammar):
         what vLLM reports by default, so confidence means the same on both engines."""
-        logits = self._logits()  # float32 throughout: 0.6 ms a token (float64: 4 ms)
+        logits = self.logits()  # float32 throughout: 0.6 ms a token (float64: 4 ms)
         peak = float(logits.max())
         total = float(np.exp(logits - peak).sum(dtype=np.float64))
         return min(float(logits[token]) - peak - float(np.log(total)), 0.0)
@@ -270,7 +280,7 @@ class _Slot:
         held = np.asarray(self.llm.input_ids[: len(prompt)])
         return bool(np.array_equal(held, np.asarray(prompt, dtype=held.dtype)))
 
-    def _logits(self) -> np.ndarray[Any, np.dtype[np.float32]]:
+    def logits(self) -> np.ndarray[Any, np.dtype[np.float32]]:
         if self._replay is not None:
             return self._replay
         pointer = self.llama.llama_get_logits_ith(self.llm.ctx, -1)
@@ -295,12 +305,13 @@ class _Slot:
         mask: np.ndarray[Any, Any] = np.isfinite(data["logit"])
         return mask
 
-    def _choose(
+    def choose(
         self,
         grammar: Any,
         temperature: float,
         rng: np.random.Generator,
         stats: EngineStats,
+        logits: np.ndarray[Any, np.dtype[np.float32]] | None = None,
     ) -> int | None:
         """The next token, or None to end the reply.
 
@@ -311,9 +322,9 @@ class _Slot:
         model loop until max_tokens. Otherwise the choice is made again among the tokens the
         grammar admits: the top 256 first, the whole vocabulary only when none of them fits.
         Resampling after a refusal gives the same distribution as sampling among the admitted
-        tokens in the first place.
+        tokens in the first place. `logits`: a row's of a batch (default: the last decoded).
         """
-        logits = self._logits()
+        logits = self.logits() if logits is None else logits
         top: np.ndarray[Any, np.dtype[np.int32]] | None = None
         if temperature <= 0:
             preferred = int(np.argmax(logits))
@@ -355,7 +366,7 @@ class _Slot:
         weights = np.exp(scaled - scaled.max())
         return int(rng.choice(candidates, p=weights / weights.sum()))
 
-    def _piece(self, token: int) -> bytes:
+    def piece(self, token: int) -> bytes:
         piece = self._token_bytes.get(token)
         if piece is None:
             # special=True: FunctionGemma's control tokens must come out as their text.

@@ -15,7 +15,8 @@
 * **Prompts longer than the context** are not evaluated: `PromptTooLong` (a `ModelError`), which
   the runner turns into a refusal of that request, not a failed job.
 * **Reproducible.** Temperature 0 is greedy; above it, sampling is seeded from `seed`: the same
-  request gives the same reply, whatever ran before.
+  request gives the same reply, whatever ran before. A drafts request (`complete_drafts`) is
+  decoded as one batch of a row per temperature (`drafts.py`), reproducible the same way.
 * **Concurrency.** Generations run in worker threads under a `CapacityLimiter` of `slots`, each
   slot a model instance (weights memory-mapped, so shared); waiting requests are served the
   conversation furthest along first (`_TurnOrder`). A cancelled job stops at the next token.
@@ -43,7 +44,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from remora.config.settings import DEFAULT_N_CTX
-from remora.findings.results import EngineUsage, Usage
+from remora.findings.results import EngineUsage
 from remora.models.local.binding import (
     INSTALL_HINT,
     _check_token_data_layout,
@@ -53,30 +54,22 @@ from remora.models.local.binding import (
     llama_cpp_available,
 )
 from remora.models.local.decoder import _EVAL_CHUNK, _Generation, _Slot, _Use
-from remora.models.local.reply import DecodingProgress, calls_so_far, generation_reply
+from remora.models.local.drafts import MAX_ROWS, decode_drafts
+from remora.models.local.reply import (
+    DecodingProgress,
+    calls_so_far,
+    generation_reply,
+    reply_grammar,
+    text_completion,
+)
 from remora.models.local.scheduler import _Contexts, _TurnOrder
 from remora.models.local.scoring import score_text
 from remora.models.local.usage import EngineStats, ReplayedReplies
-from remora.protocol.completion import Completion, CompletionRequest
-from remora.protocol.functiongemma import (
-    gbnf_grammar,
-    render_prompt,
-)
-from remora.protocol.messages import (
-    ChatRequest,
-    ModelError,
-    ModelReply,
-    PromptTooLong,
-    ToolChoice,
-)
+from remora.protocol.completion import Completion, CompletionRequest, DraftsRequest
+from remora.protocol.functiongemma import render_prompt
+from remora.protocol.messages import ChatRequest, ModelError, ModelReply, PromptTooLong
 
-__all__ = [
-    "INSTALL_HINT",
-    "EngineStats",
-    "LocalChatModel",
-    "cpu_count",
-    "llama_cpp_available",
-]
+__all__ = ["INSTALL_HINT", "EngineStats", "LocalChatModel", "cpu_count", "llama_cpp_available"]
 
 log = logging.getLogger(__name__)
 
@@ -189,10 +182,12 @@ class LocalChatModel:
             "seed": self.seed or 1,  # 0 means "random" to llama.cpp; sampling is ours anyway
             # A full-size sliding-window cache can drop any suffix, which prefix reuse needs.
             "swa_full": True,
+            # Without it a row's logits depend on where its cache cells lie among other rows'.
+            "flash_attn": True,
             "verbose": False,
         }
         try:
-            with _model_params(llama, extra_buffers=self.extra_buffers):
+            with _model_params(llama, extra_buffers=self.extra_buffers, sequences=MAX_ROWS):
                 return llama.Llama(str(self.path), **kwargs)
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file"
             raise ModelError(f"cannot load {self.path}: {exc}") from exc
@@ -245,10 +240,10 @@ class LocalChatModel:
     async def complete(self, request: ChatRequest) -> ModelReply:
         """`request.model` names an adapter (`use_adapters`), else it is ignored (there is one
         model). So is `request.grammar`: the engine
-        always decodes under its own grammar (`grammar_for`), which also honours a named tool
+        always decodes under its own grammar (`reply_grammar`), which also honours a named tool
         choice and `request.parallel_calls`."""
         messages = request.messages
-        constraint = self.grammar_for(
+        constraint = reply_grammar(
             request.tools, request.tool_choice, parallel=request.parallel_calls
         )
         prompt = render_prompt(messages, request.tools)
@@ -258,14 +253,14 @@ class LocalChatModel:
         if request.stream and request.on_progress is not None:
             on_text = DecodingProgress(request.on_progress).update
         async with self._order.turn(depth):
-            generation = await anyio.to_thread.run_sync(
+            (generation,) = await anyio.to_thread.run_sync(
                 partial(
                     self._generate_in_thread,
                     "chat",
                     prompt,
                     constraint,
                     max_tokens=request.max_tokens,
-                    temperature=request.temperature,
+                    temperatures=(request.temperature,),
                     seed=request.seed,
                     logprobs=request.logprobs,
                     on_text=on_text,
@@ -281,60 +276,47 @@ class LocalChatModel:
         continuation's log-probability (`scoring.py`)."""
         if request.score is not None:
             return await score_text(self, model, request)
+        one = DraftsRequest(
+            prompt=request.prompt,
+            stop=request.stop,
+            max_tokens=request.max_tokens,
+            temperatures=[request.temperature],
+        )
+        return (await self.complete_drafts(model=model, request=one))[0]
+
+    async def complete_drafts(self, *, model: str, request: DraftsRequest) -> list[Completion]:
+        """One raw continuation of `request.prompt` per temperature, decoded together in one
+        batch (`_Slot.generate_rows`); a single temperature is decoded alone."""
         adapter = self._adapter(model)
         stops = tuple(request.stop)
-        key = (adapter, request.prompt, stops, request.max_tokens, request.temperature)
+        temperatures = tuple(request.temperatures)
+        key = (adapter, request.prompt, stops, request.max_tokens, temperatures)
         replayed = self._replies.get(key)
         if replayed is not None:  # the same request gives the same reply (docs/LOCAL_ENGINE.md)
-            self.record(EngineStats(replayed=1, prompt_tokens=replayed.usage.prompt_tokens))
-            return replayed
+            prompt_tokens = sum(completion.usage.prompt_tokens for completion in replayed)
+            self.record(EngineStats(replayed=len(replayed), prompt_tokens=prompt_tokens))
+            return list(replayed)
         await self.load()
         async with self._order.turn(0):
-            generation = await anyio.to_thread.run_sync(
+            generations = await anyio.to_thread.run_sync(
                 partial(
                     self._generate_in_thread,
                     "text",
                     "<bos>" + request.prompt,
                     None,
                     max_tokens=request.max_tokens,
-                    temperature=request.temperature,
+                    temperatures=temperatures,
                     stops=[stop.encode("utf-8") for stop in request.stop if stop],
                     adapter=adapter,
                 ),
                 limiter=self._limiter,
             )
-        completion = Completion(
-            text=generation.text,
-            finish="length" if generation.finish == "length" else "stop",
-            usage=Usage(
-                prompt_tokens=generation.prompt_tokens,
-                completion_tokens=generation.completion_tokens,
-            ),
-        )
-        self._replies.put(key, completion)
-        return completion
+        completions = tuple(map(text_completion, generations))
+        self._replies.put(key, completions)
+        return list(completions)
 
     def _adapter(self, model: str) -> str | None:
         return model if model in self._adapters else None
-
-    def grammar_for(
-        self, tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice, *, parallel: bool
-    ) -> str | None:
-        """The GBNF grammar a request is decoded under (None: no tools, free text)."""
-        if not tools:
-            return None
-        if isinstance(tool_choice, Mapping):
-            function = tool_choice.get("function")
-            wanted = function.get("name") if isinstance(function, Mapping) else None
-            chosen = [tool for tool in tools if _tool_name(tool) == wanted]
-            if not chosen:
-                offered = ", ".join(str(_tool_name(tool)) for tool in tools)
-                raise ModelError(f"tool_choice names {wanted!r}, which is not offered ({offered})")
-            return gbnf_grammar(chosen, tool_choice="forced", marker_free_strings=True)
-        # "auto" is decoded as "required": the runner needs a call every turn.
-        return gbnf_grammar(
-            tools, tool_choice="required", parallel=parallel, marker_free_strings=True
-        )
 
     def _generate_in_thread(
         self,
@@ -343,38 +325,57 @@ class LocalChatModel:
         grammar: str | None,
         *,
         max_tokens: int,
-        temperature: float,
+        temperatures: Sequence[float],
         stops: Sequence[bytes] = (),
         seed: int | None = None,
         logprobs: bool = False,
         on_text: Callable[[str], None] | None = None,
         adapter: str | None = None,
-    ) -> _Generation:
+    ) -> list[_Generation]:
+        """One generation per temperature: alone for one (under `grammar`, with `logprobs` and
+        `on_text` as asked), else free text decoded together (`_Slot.generate_rows`)."""
+        rows = len(temperatures)
         # The limiter lets in no more threads than there are slots, so a context is idle unless
         # the model was closed while this request waited.
-        slot, prompt = self._contexts.take(use, prompt_text, max_tokens, adapter)
+        slot, prompt = self._contexts.take(use, prompt_text, rows * max_tokens, adapter)
         try:
             room = slot.n_ctx - len(prompt)
-            if room < 1:
+            if room < rows:
                 raise PromptTooLong(
                     len(prompt), slot.n_ctx, "raise local.n_ctx, up to the model's training context"
                 )
-            generation = slot.generate(
-                prompt,
-                grammar,
-                max_tokens=min(max_tokens, room),
-                temperature=temperature,
-                seed=self.seed if seed is None else seed,
-                check_cancelled=anyio.from_thread.check_cancelled,
-                stops=stops,
-                logprobs=logprobs,
-                on_text=on_text,
-                adapter=adapter,
-            )
+            seed = self.seed if seed is None else seed
+            if rows > 1:  # the rows' tokens share the cache after the prompt
+                generations = decode_drafts(
+                    slot,
+                    prompt,
+                    temperatures,
+                    max_tokens=min(max_tokens, room // rows),
+                    seed=seed,
+                    check_cancelled=anyio.from_thread.check_cancelled,
+                    stops=stops,
+                    adapter=adapter,
+                )
+            else:
+                generations = [
+                    slot.generate(
+                        prompt,
+                        grammar,
+                        max_tokens=min(max_tokens, room),
+                        temperature=temperatures[0],
+                        seed=seed,
+                        check_cancelled=anyio.from_thread.check_cancelled,
+                        stops=stops,
+                        logprobs=logprobs,
+                        on_text=on_text,
+                        adapter=adapter,
+                    )
+                ]
         finally:
             self._contexts.give_back(slot)
-        self.record(generation.stats)
-        return generation
+        for generation in generations:
+            self.record(generation.stats)
+        return generations
 
     def usage(self) -> EngineUsage:
         """The totals so far, as the run's report states them."""
@@ -385,11 +386,6 @@ class LocalChatModel:
         """Add one request's counts to the engine's totals (any thread)."""
         with self._stats_lock:
             self.stats.add(stats)
-
-
-def _tool_name(tool: Mapping[str, Any]) -> object:
-    function = tool.get("function")
-    return function.get("name") if isinstance(function, Mapping) else tool.get("name")
 
 
 def _file_identity(path: Path) -> str:

@@ -1,5 +1,6 @@
-"""What a generation of the embedded engine becomes: the reply, and while it decodes, the
-progress a streamed reply reports."""
+"""What a reply of the embedded engine may be (the grammar it is decoded under) and what a
+generation becomes: the chat reply (and, while it decodes, the progress a streamed reply
+reports) or the text completion."""
 
 from __future__ import annotations
 
@@ -10,8 +11,48 @@ import anyio.from_thread
 
 from remora.findings.results import Usage
 from remora.models.local.decoder import _Generation
-from remora.protocol.functiongemma import ParsedOutput, StreamingParser, parse_output
-from remora.protocol.messages import ModelReply, ReplyProgress, ToolCall
+from remora.protocol.completion import Completion
+from remora.protocol.functiongemma import (
+    ParsedOutput,
+    StreamingParser,
+    gbnf_grammar,
+    parse_output,
+)
+from remora.protocol.messages import ModelError, ModelReply, ReplyProgress, ToolCall, ToolChoice
+
+
+def reply_grammar(
+    tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice, *, parallel: bool
+) -> str | None:
+    """The GBNF grammar a chat request is decoded under (None: no tools, free text)."""
+    if not tools:
+        return None
+    if isinstance(tool_choice, Mapping):
+        function = tool_choice.get("function")
+        wanted = function.get("name") if isinstance(function, Mapping) else None
+        chosen = [tool for tool in tools if _tool_name(tool) == wanted]
+        if not chosen:
+            offered = ", ".join(str(_tool_name(tool)) for tool in tools)
+            raise ModelError(f"tool_choice names {wanted!r}, which is not offered ({offered})")
+        return gbnf_grammar(chosen, tool_choice="forced", marker_free_strings=True)
+    # "auto" is decoded as "required": the runner needs a call every turn.
+    return gbnf_grammar(tools, tool_choice="required", parallel=parallel, marker_free_strings=True)
+
+
+def _tool_name(tool: Mapping[str, Any]) -> object:
+    function = tool.get("function")
+    return function.get("name") if isinstance(function, Mapping) else tool.get("name")
+
+
+def text_completion(generation: _Generation) -> Completion:
+    return Completion(
+        text=generation.text,
+        finish="length" if generation.finish == "length" else "stop",
+        usage=Usage(
+            prompt_tokens=generation.prompt_tokens,
+            completion_tokens=generation.completion_tokens,
+        ),
+    )
 
 
 def generation_reply(generation: _Generation, first_id: int) -> ModelReply:

@@ -92,7 +92,7 @@ def score_tokens(
     adapter: str | None = None,
 ) -> tuple[float, int]:
     """The sum of log P(tokens[i] | tokens[:i]) for i >= start, and how many were scored."""
-    slot._apply(adapter)
+    slot.apply_adapter(adapter)
     llm, llama = slot.llm, slot.llama
     keep = slot.reusable(tokens, adapter) // _EVAL_CHUNK * _EVAL_CHUNK
     keep = min(keep, (start - 1) // _EVAL_CHUNK * _EVAL_CHUNK)

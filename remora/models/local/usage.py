@@ -57,15 +57,15 @@ class ReplayedReplies:
 
     def __init__(self, size: int = REPLAYED_REPLIES) -> None:
         self.size = size
-        self._replies: OrderedDict[tuple[object, ...], Completion] = OrderedDict()
+        self._replies: OrderedDict[tuple[object, ...], tuple[Completion, ...]] = OrderedDict()
 
-    def get(self, key: tuple[object, ...]) -> Completion | None:
+    def get(self, key: tuple[object, ...]) -> tuple[Completion, ...] | None:
         reply = self._replies.get(key)
         if reply is not None:
             self._replies.move_to_end(key)
         return reply
 
-    def put(self, key: tuple[object, ...], reply: Completion) -> None:
+    def put(self, key: tuple[object, ...], reply: tuple[Completion, ...]) -> None:
         self._replies[key] = reply
         if len(self._replies) > self.size:
             self._replies.popitem(last=False)
