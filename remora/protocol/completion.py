@@ -100,13 +100,19 @@ async def complete_drafts(
         return await model.complete_drafts(model=name, request=request)
     requests = request.each()
     drafts: list[Completion | None] = [None] * len(requests)
+    failures: list[Exception] = []
 
     async def ask(index: int) -> None:
-        drafts[index] = await model.complete_text(model=name, request=requests[index])
+        try:
+            drafts[index] = await model.complete_text(model=name, request=requests[index])
+        except Exception as error:  # raised below as itself, not in a task group's group
+            failures.append(error)
 
     async with anyio.create_task_group() as group:
         for index in range(len(requests)):
             group.start_soon(ask, index)
+    if failures:
+        raise failures[0]
     return [draft for draft in drafts if draft is not None]
 
 

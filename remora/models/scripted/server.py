@@ -100,7 +100,7 @@ class ScriptedModelServer:
         latency: float = 0.0,
         capacity: int | None = None,
         models: Sequence[str] = (DEFAULT_MODEL,),
-        completion: Callable[[dict[str, Any]], str | float] | None = None,
+        completion: Callable[[dict[str, Any]], str | float | HttpErrorReply] | None = None,
     ) -> None:
         """`capacity`: requests answered at once (a server's batch); the rest queue, and their
         time in the queue adds up in `queued_s`. None: no limit."""
@@ -116,7 +116,8 @@ class ScriptedModelServer:
         self.requests: list[dict[str, Any]] = []
         self.completion = completion or (lambda body: DEFAULT_COMPLETION)
         """Answers POST /v1/completions: the continuation of `body["prompt"]`; for a scoring
-        request (`echo`), a float: the log-probability of each echoed token (a text: -1.0)."""
+        request (`echo`), a float: the log-probability of each echoed token (a text: -1.0); an
+        `http_error(...)` is sent as that error."""
         self.completion_requests: list[dict[str, Any]] = []
         self.model_list_requests = 0
         self.connections = 0
@@ -293,6 +294,8 @@ class ScriptedModelServer:
             text = self.completion(body)
         except Exception as exc:
             return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
+        if isinstance(text, HttpErrorReply):
+            return _error_response(text.status, text.message, text.headers)
         if body.get("echo"):
             value = text if isinstance(text, int | float) else -1.0
             return score_response(body, float(value), f"cmpl-{next(self._completion_ids)}")
