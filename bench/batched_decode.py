@@ -11,11 +11,12 @@ aggregate tokens/s from the engine's own counters (sampling in Python included).
 
 Numbers: llama-cpp-python's low-level API on contexts set up as the engine's are (64-token
 chunks, four sequences in one unified KV cache, flash attention on): greedy steps of a prompt
-decoded alone (a batch of one row), beside one other prompt and beside two. The largest logit
-difference between the same row beside different partners must be 0 (the engine's promise: the
-same request, the same replies, whatever runs beside it); the difference between a row alone and
-in a batch says whether drafts decoded together are the replies the same temperatures get one at
-a time (they are not: llama.cpp takes another matrix path for one row than for several).
+decoded alone (a batch of one row), beside one other prompt, beside two and beside three. The
+largest logit difference between the same row beside different partners must be 0 (the
+engine's promise: the same request, the same replies, whatever runs beside it); the difference
+between a row alone and in a batch says whether drafts decoded together are the replies the same
+temperatures get one at a time (they are not: llama.cpp takes another matrix path for one row
+than for several).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def engine_steps(steps: int) -> dict[int, float]:
 
 def row_differences(steps: int) -> tuple[float, float]:
     """The largest logit difference of one greedy row: alone against beside one other prompt;
-    beside one other prompt against beside two others (low-level API)."""
+    beside one other prompt against beside two or three others (low-level API)."""
     import numpy as np
 
     from remora.models.local.binding import _llama_cpp, _model_params
@@ -173,17 +174,18 @@ def row_differences(steps: int) -> tuple[float, float]:
         return seen
 
     source = SOURCE.read_text()
-    texts = (source[:1500], source[3000:4200], source[6000:7000])
+    texts = (source[:1500], source[3000:4200], source[6000:7000], source[8000:8600])
     prompts = [base.tokenize(text.encode(), add_bos=True) for text in texts]
     alone = greedy(prompts[:1])
     paired = greedy(prompts[:2])
     tripled = greedy([prompts[0], prompts[2], prompts[1]])
+    quadrupled = greedy([prompts[0], prompts[3], prompts[2], prompts[1]])
     base.close()
 
     def largest(a: list[Any], b: list[Any]) -> float:
         return max(float(np.abs(x - y).max()) for x, y in zip(a, b, strict=True))
 
-    return largest(alone, paired), largest(paired, tripled)
+    return largest(alone, paired), max(largest(paired, tripled), largest(paired, quadrupled))
 
 
 if __name__ == "__main__":

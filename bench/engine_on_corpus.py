@@ -60,6 +60,9 @@ PACKAGES = {
 }
 EVALUATED_GOAL = 0.25
 RUN_TIMEOUT_S = 1800
+ENVIRONMENT = dict(os.environ)
+"""The runs' environment, taken before this process loads the engine (which sets OpenMP's
+variables for itself): each run, the engine before included, sets its own."""
 
 
 def main() -> int:
@@ -119,7 +122,7 @@ def analyze(project: Path, library: str, agents: str, code: Path | None) -> dict
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
     record = project.parent / f".transcripts-{library}"
     shutil.rmtree(record, ignore_errors=True)
-    env = None if code is None else {**os.environ, "PYTHONPATH": str(code)}
+    env = ENVIRONMENT if code is None else {**ENVIRONMENT, "PYTHONPATH": str(code)}
     command = [
         PYTHON, "-m", "remora", "analyze", PACKAGES[library], "--agents", agents,
         "--engine", "local", "--no-cache", "--format", "json", "--output", "report.json",

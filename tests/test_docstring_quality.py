@@ -452,6 +452,13 @@ def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(model: Writer, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code, out, _ = run_with_stderr(model, *args, capsys=capsys)
+    return code, out
+
+
+def run_with_stderr(
+    model: Writer, *args: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     with ScriptedModelServer(rule=model, completion=model.complete) as server:
         code = main(
             [
@@ -467,7 +474,7 @@ def run(model: Writer, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[
         )
     out, err = capsys.readouterr()
     assert code in (0, 1), err
-    return code, out
+    return code, out, err
 
 
 def test_a_confident_draft_is_written(shop: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -492,7 +499,7 @@ def test_below_the_threshold_nothing_is_written_and_the_draft_is_shown(
 ) -> None:
     # Grounded, but a single draft the reviewer does not favour: below 0.9.
     model = Writer("Round the price with the percent.")
-    code, out = run(
+    code, out, err = run_with_stderr(
         model,
         "--fix",
         "-c",
@@ -502,20 +509,29 @@ def test_below_the_threshold_nothing_is_written_and_the_draft_is_shown(
         capsys=capsys,
     )
     assert (shop / "price.py").read_text() == PRICE
+    assert "1 suggested edit not made: --diff shows them" in err
     job = next(r for r in json.loads(out)["results"] if r["node"]["name"] == "discounted")
     assert job["status"] == "failed" and job["error"]["code"] == "not_done"
     assert "draft below confidence" in job["error"]["message"]
     assert "Round the price with the percent." in job["error"]["message"]
+    [suggested] = job["suggestions"]  # the edit it would have made, as a patch
+    assert suggested["file"] == "price.py" and '+    """Round the price' in suggested["diff"]
     [finding] = job["findings"]  # one finding, carrying the suggestion
     assert finding["rule"] == "DOC100"
     assert "draft below confidence (0." in finding["message"]
     assert "not written: 'Round the price with the percent.'" in finding["message"]
     assert code == 1
-    # --diff shows no edit: a withheld draft is a suggestion, not a change.
-    _, out = run(
+    # --diff: the patch on stdout (what --fix applies) has no edit; the withheld docstring is
+    # shown on stderr as the patch a reviewer may take by hand.
+    _, out, err = run_with_stderr(
         model, "--diff", "-c", "agents.docstring.options.min_confidence=0.9", capsys=capsys
     )
     assert "Round the price" not in out
+    assert "1 suggested edit, not made (take them by hand):" in err
+    suggested = err[err.index("--- a/price.py") :]
+    assert '+    """Round the price with the percent.' in suggested
+    assert "@@ -1,2 +1," in suggested and "-def discounted" not in suggested
+    assert (shop / "price.py").read_text() == PRICE
 
 
 def test_by_default_what_the_model_drafted_is_a_suggestion_and_facts_are_written(
@@ -662,3 +678,26 @@ def test_a_parameter_sentence_the_code_does_not_bear_out_withholds_the_docstring
         in (finding["message"])
     )
     assert "not written: 'Discount the price by a percent.'" in finding["message"]
+
+
+def test_a_suggestion_comes_back_from_the_cache_only_for_the_same_file(
+    shop: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cached result keeps its suggested edit while the file is the one it was made on; once
+    the file changed elsewhere, the edit's lines are stale and it is left out."""
+    model = Writer("Discount the price by a percent.")
+    suggest = ["-c", "agents.docstring.options.drafts=suggest", "--diff"]
+    with ScriptedModelServer(rule=model, completion=model.complete) as server:
+        command = ["analyze", ".", "--agents", "docstring", "--base-url", server.base_url]
+        main([*command, *suggest])
+        asked = len(server.completion_requests)
+        capsys.readouterr()
+        main([*command, *suggest])  # answered from the result cache
+        assert len(server.completion_requests) == asked > 0
+        err = capsys.readouterr().err
+        assert "1 of 1 jobs answered from the cache" in err
+        assert "1 suggested edit, not made" in err and '+    """Discount the price' in err
+        (shop / "price.py").write_text(PRICE + "\n# a comment after the function\n")
+        main([*command, *suggest])
+        assert len(server.completion_requests) == asked  # the same node: a cache hit
+    assert "suggested edit" not in capsys.readouterr().err

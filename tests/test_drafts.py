@@ -24,11 +24,16 @@ REQUEST = DraftsRequest(
 )
 
 
-def drafts_from(server: ScriptedModelServer) -> list[Completion]:
+def drafts_from(
+    server: ScriptedModelServer, answered: list[Completion] | None = None
+) -> list[Completion]:
     async def ask() -> list[Completion]:
         model = OpenAIChatModel(ServerSettings(base_url=[server.base_url], retries=0))
+        seen = answered if answered is not None else []
         try:
-            return await complete_drafts(model, "google/functiongemma-270m-it", REQUEST)
+            return await complete_drafts(
+                model, "google/functiongemma-270m-it", REQUEST, seen.append
+            )
         finally:
             await model.aclose()
 
@@ -42,9 +47,11 @@ def test_one_request_per_temperature_sent_at_once_texts_in_order() -> None:
     with ScriptedModelServer(
         rule=lambda body: tool_call("noop"), completion=completion, latency=0.2
     ) as server:
-        drafts = drafts_from(server)
+        answered: list[Completion] = []  # each counted in the job's usage as it comes
+        drafts = drafts_from(server, answered)
         sent = sorted(body["temperature"] for body in server.completion_requests)
         together = server.max_in_flight
+    assert sorted(answer.text for answer in answered) == ["0.0)", "0.7)", "1.0)"]
     assert [draft.text for draft in drafts] == ["0.0)", "0.7)", "1.0)"]
     assert sent == [0.0, 0.7, 1.0]
     assert together == 3  # all three were in flight at once

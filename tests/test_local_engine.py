@@ -602,6 +602,10 @@ async def test_a_draft_does_not_depend_on_the_drafts_beside_it(
     beside = await engine.complete_drafts(model="any", request=three)
     assert [paired[0].text, paired[1].text] == [beside[0].text, beside[2].text]
     assert paired[0].usage.completion_tokens > 3
+    # The same temperature twice: two samples, not one draft twice.
+    twice = two.model_copy(update={"temperatures": [0.7, 0.7], "stop": [], "max_tokens": 16})
+    first, second = await engine.complete_drafts(model="any", request=twice)
+    assert first.text != second.text
 
 
 @pytest.mark.local_engine

@@ -19,6 +19,7 @@ from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace
 from remora.findings.results import ErrorCode, JobError
+from remora.protocol.completion import Completion, DraftsRequest
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 from remora.sandbox.externals import host_functions
@@ -421,3 +422,35 @@ async def test_commands_get_no_secrets_and_no_stdin(
     assert "PATH=" in result["stdout"]
     cat = await call_command("cat", [], sandbox, project, node, allowed=["cat"], timeout_s=5)
     assert cat["exit_code"] == 0 and cat["stdout"] == "" and cat["timed_out"] is False
+
+
+# --- complete_drafts -----------------------------------------------------------------------
+
+
+async def test_drafts_beyond_a_batch_are_asked_in_batches_in_order(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    """A batch holds four drafts: six temperatures are two requests, the texts in the order of
+    the temperatures (the model here is a stand-in naming each draft's temperature)."""
+    asked: list[list[float]] = []
+
+    async def drafting(request: DraftsRequest) -> list[Completion]:
+        asked.append(request.temperatures)
+        return [Completion(text=f"t={t}") for t in request.temperatures]
+
+    script = project.parent / "drafts.pym"
+    script.write_text(
+        HEADER + "await complete_drafts('x = (', ['\\n'], 8, [0.0, 0.3, 0.5, 0.7, 0.9, 1.1])\n"
+    )
+    workspace = Workspace(project)
+    commands = CommandRunner(CommandSettings())
+    host = host_functions(workspace, node, commands, None, None, drafting)
+    try:
+        outcome = await sandbox.run(
+            load_tool(script), {"node": node.model_dump(), "options": {}}, host, FAST
+        )
+    finally:
+        workspace.close()
+    assert outcome.ok, outcome.error
+    assert outcome.value == ["t=0.0", "t=0.3", "t=0.5", "t=0.7", "t=0.9", "t=1.1"]
+    assert asked == [[0.0, 0.3, 0.5, 0.7], [0.9, 1.1]]

@@ -29,7 +29,7 @@ from typing import Any
 from pathspec import GitIgnoreSpec
 
 from remora.discovery.nodes import Node
-from remora.edits.workspace import Workspace
+from remora.edits.workspace import Workspace, WorkspaceError, file_diff
 from remora.findings.results import Change
 from remora.tool_library.module_paths import module_of, project_of
 
@@ -174,6 +174,29 @@ def scoped_changes(
     tool (or a model's code under it) that wrote elsewhere changes nothing there."""
     scope = write_scope(writes, node, options, workspace.root)
     return in_scope(scope, workspace.diff(), workspace.before)
+
+
+def scoped_suggestion(
+    writes: Sequence[str],
+    options: Mapping[str, Any],
+    node: Node,
+    workspace: Workspace,
+    suggestion: Mapping[str, Any],
+) -> list[Change]:
+    """An edit a tool proposed but did not make (`{"file", "text"}`: a withheld docstring
+    draft), as a change to show a reviewer, never to apply; none when it changes nothing or
+    lies outside the agent's `writes:`."""
+    file, text = suggestion.get("file"), suggestion.get("text")
+    if not isinstance(file, str) or not isinstance(text, str):
+        return []
+    try:
+        key, now = workspace.key(file), workspace.read_text(file)
+    except (WorkspaceError, OSError, UnicodeDecodeError):
+        return []
+    scope = write_scope(writes, node, options, workspace.root)
+    if now == text or scope.refusal(key, now, text) is not None:
+        return []
+    return [Change(file=key, diff=file_diff(key, now, text))]
 
 
 def text_on_disk(path: Path) -> str | None:

@@ -183,6 +183,8 @@ class ResultCache:
             for finding in result.findings
         ]
         result.changes = changes
+        if result.suggestions and cached.file_sha256 != _file_hash(root / node.file):
+            result.suggestions = []  # made on another text of the file: their lines are stale
         self.hits += 1
         return result
 
@@ -219,7 +221,11 @@ class ResultCache:
                 )
                 for change in result.changes
             ],
-            file_sha256=_file_hash(root / result.node.file) if result.changes else None,
+            file_sha256=(
+                _file_hash(root / result.node.file)
+                if result.changes or result.suggestions
+                else None
+            ),
         )
         if not trusted(cached, agent, result.node):
             return  # it would never be answered from the cache

@@ -93,7 +93,8 @@ def add_parser(commands: Any) -> None:
         "--diff",
         action="store_true",
         help="print the combined patch of all changes to stdout instead of the report; "
-        "write nothing",
+        "write nothing (edits a tool suggested but did not make, such as withheld docstring "
+        "drafts, go to stderr)",
     )
     parser.add_argument(
         "--events",
@@ -284,6 +285,11 @@ class Report:
             raise RunFailed(f"cannot write the report to {where}: {reason}{fixes}") from exc
         if options.diff:
             sys.stdout.write(combined_patch(outcome.changes))
+            suggested = [change for result in outcome.results for change in result.suggestions]
+            if suggested:  # on stderr: the patch on stdout stays what --fix would apply
+                edits = "edit" if len(suggested) == 1 else "edits"
+                say(f"{len(suggested)} suggested {edits}, not made (take them by hand):")
+                sys.stderr.write(combined_patch(suggested))
 
 
 def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
@@ -307,6 +313,10 @@ def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
         files = len({change.file for change in outcome.changes})
         noun = "file" if files == 1 else "files"
         say(f"edits to {files} {noun} not applied: --diff shows them, --fix applies them")
+    suggested = sum(len(result.suggestions) for result in outcome.results)
+    if suggested and not options.diff:
+        edits = "edit" if suggested == 1 else "edits"
+        say(f"{suggested} suggested {edits} not made: --diff shows them")
     if options.exit_zero and code == ExitCode.FINDINGS:
         return ExitCode.OK
     return code

@@ -128,6 +128,9 @@ class JobResult(BaseModel):
     changes: list[Change] = Field(default_factory=list)
     refused_changes: list[str] = Field(default_factory=list)
     """Changes the job made outside its agent's `writes:`, each `file: why`; never applied."""
+    suggestions: list[Change] = Field(default_factory=list)
+    """Edits a tool proposed but did not make (a withheld docstring draft), for a reviewer to
+    take by hand: shown by `--diff` (on stderr), never applied."""
     submitted: dict[str, object] | None = None
     """The arguments of the model's `submit_result` call, as validated."""
     turns: int = 0

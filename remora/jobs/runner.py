@@ -5,6 +5,7 @@ prompt too long for the model's context (that request refused, the job's verifie
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import anyio
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from remora.agents.definition import Agent
 from remora.agents.notes import model_note
 from remora.agents.toolscript import SUBMIT_RESULT, Tool
-from remora.agents.write_scope import scoped_changes
+from remora.agents.write_scope import scoped_changes, scoped_suggestion
 from remora.config.settings import RunnerSettings
 from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace
@@ -101,6 +102,8 @@ class FunctionGemmaRunner:
         self.finished = False
         """A tool said nothing is left for the model to do: the job ends without its turn."""
         self.final_reason = ""
+        self.suggested: dict[str, Any] = {}
+        """The edit a tool proposed but did not make (`suggestion`), shown, never applied."""
         self.events = events or NO_EVENTS.for_job("", node.id, agent.name)
         self.replies = TurnReply(
             model, settings, agent.confidence, self.events, f"{node.id}\0{agent.name}"
@@ -144,6 +147,7 @@ class FunctionGemmaRunner:
         changes, refused = scoped_changes(writes, options, self.node, self.workspace)
         if status is not JobStatus.SUCCESS:
             changes, refused = [], []
+        suggested = scoped_suggestion(writes, options, self.node, self.workspace, self.suggested)
         if refused:
             summary += f"; {len(refused)} change{'s' if len(refused) > 1 else ''} refused: "
             summary += "; ".join(refused)[:300]
@@ -157,6 +161,7 @@ class FunctionGemmaRunner:
             findings=list(self.findings.values()),
             changes=changes,
             refused_changes=refused,
+            suggestions=suggested,
             submitted=submitted,
             turns=self.turns,
             usage=self.replies.usage,
@@ -257,10 +262,8 @@ class FunctionGemmaRunner:
         """The `complete_drafts` host function: one continuation per temperature, decoded
         together where the model can (each counted as the request it stands for)."""
         started = time.perf_counter()
-        completions = await complete_drafts(self._completion_model(), self.agent.model, request)
-        for completion in completions:
-            self._count_completion(request.prompt, completion, started, text=True)
-        return completions
+        count = partial(self._count_completion, request.prompt, started=started, text=True)
+        return await complete_drafts(self._completion_model(), self.agent.model, request, count)
 
     def _completion_model(self) -> CompletionModel:
         if not isinstance(self.model, CompletionModel):
@@ -356,6 +359,8 @@ class FunctionGemmaRunner:
         if not isinstance(value, dict):
             return
         name, summary = value.get("outcome"), value.get("summary")
+        if isinstance(value.get("suggestion"), dict):
+            self.suggested = value["suggestion"]
         if isinstance(name, str) and name in self.agent.definition.done_when:
             self.verified = (name, str(summary) if summary else f"{tool.name}: {name}")
         elif isinstance(value.get("problems"), list) and value["problems"]:

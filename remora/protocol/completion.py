@@ -9,9 +9,11 @@ embedded engine a raw continuation of the prompt.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import anyio
+import anyio.abc
 from pydantic import BaseModel, Field, field_validator
 
 from remora.findings.results import Usage
@@ -92,28 +94,40 @@ class DraftingModel(Protocol):
 
 
 async def complete_drafts(
-    model: CompletionModel, name: str, request: DraftsRequest
+    model: CompletionModel,
+    name: str,
+    request: DraftsRequest,
+    answered: Callable[[Completion], None] = lambda completion: None,
 ) -> list[Completion]:
     """The drafts `request` asks for: decoded together where the model can, else asked for
-    at once, one request per temperature (a server such as vLLM batches them itself)."""
+    at once, one request per temperature (a server such as vLLM batches them itself).
+    `answered` sees every completion the model made, also when another draft then fails (its
+    tokens were spent); the first failure cancels the drafts still asked and is raised."""
     if isinstance(model, DraftingModel):
-        return await model.complete_drafts(model=name, request=request)
+        drafts = await model.complete_drafts(model=name, request=request)
+        for draft in drafts:
+            answered(draft)
+        return drafts
     requests = request.each()
-    drafts: list[Completion | None] = [None] * len(requests)
+    answers: list[Completion | None] = [None] * len(requests)
     failures: list[Exception] = []
 
-    async def ask(index: int) -> None:
+    async def ask(index: int, group: anyio.abc.TaskGroup) -> None:
         try:
-            drafts[index] = await model.complete_text(model=name, request=requests[index])
+            answer = await model.complete_text(model=name, request=requests[index])
         except Exception as error:  # raised below as itself, not in a task group's group
             failures.append(error)
+            group.cancel_scope.cancel()
+        else:
+            answers[index] = answer
+            answered(answer)
 
     async with anyio.create_task_group() as group:
         for index in range(len(requests)):
-            group.start_soon(ask, index)
+            group.start_soon(ask, index, group)
     if failures:
         raise failures[0]
-    return [draft for draft in drafts if draft is not None]
+    return [answer for answer in answers if answer is not None]
 
 
 def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:

@@ -18,7 +18,12 @@ from remora.discovery.node_info import node_info as describe_node
 from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace, WorkspaceError
 from remora.findings.results import ErrorCode, JobError
-from remora.protocol.completion import Completion, CompletionRequest, DraftsRequest
+from remora.protocol.completion import (
+    MAX_DRAFTS,
+    Completion,
+    CompletionRequest,
+    DraftsRequest,
+)
 from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
 from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
@@ -113,16 +118,19 @@ def host_functions(
     ) -> list[str]:
         if drafting is None:
             raise RuntimeError("complete_drafts: no model here (remora tool run has none)")
-        try:
-            request = DraftsRequest(
-                prompt=prompt,
-                stop=stop or [],
-                max_tokens=max_tokens,
-                temperatures=list(temperatures),
-            )
-        except ValidationError as exc:
-            raise ValueError(f"complete_drafts: {exc.errors()[0]['msg']}") from None
-        return [draft.text for draft in await drafting(request)]
+        texts: list[str] = []
+        for start in range(0, len(temperatures), MAX_DRAFTS):  # a batch holds MAX_DRAFTS
+            try:
+                request = DraftsRequest(
+                    prompt=prompt,
+                    stop=stop or [],
+                    max_tokens=max_tokens,
+                    temperatures=list(temperatures[start : start + MAX_DRAFTS]),
+                )
+            except ValidationError as exc:
+                raise ValueError(f"complete_drafts: {exc.errors()[0]['msg']}") from None
+            texts += [draft.text for draft in await drafting(request)]
+        return texts
 
     async def score_text(prompt: str, continuation: str) -> dict[str, Any]:
         if completion is None:

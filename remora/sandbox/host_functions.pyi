@@ -31,10 +31,11 @@ async def complete(
 async def complete_drafts(
     prompt: str, stop: list[str] | None, max_tokens: int, temperatures: list[float]
 ) -> list[str]:
-    """`complete` once per temperature (1 to 4 of them), in their order: a sentence's or a
-    call's drafts, greedy and sampled. The embedded engine decodes them together (one batch,
+    """One continuation of `prompt` per temperature, in their order: a sentence's or a call's
+    drafts, greedy and sampled. The embedded engine decodes up to four together (one batch,
     the prompt evaluated once): cheaper than asking one after another, and the same request
-    always gets the same drafts. Raises when the model could not be asked."""
+    always gets the same drafts (not the texts `complete` gives for each temperature alone).
+    Raises when the model could not be asked (no partial list)."""
 
 async def score_text(prompt: str, continuation: str) -> dict[str, Any]:
     """How likely the job's own model finds `continuation` after `prompt` (nothing is

@@ -76,8 +76,10 @@ def _llama_cpp() -> Any:
     """
     global _log_callback
     with _import_lock:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+        if "OMP_WAIT_POLICY" not in os.environ:
+            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+            # A user's own wait policy keeps its spin count: an explicit GOMP_SPINCOUNT wins.
+            os.environ.setdefault("GOMP_SPINCOUNT", "1000")
         try:
             # Imported by name: the package has no type stubs, and through import_module it
             # is one `Any` at this boundary instead of ignores wherever it is used.
@@ -121,8 +123,7 @@ def _model_params(llama: Any, *, extra_buffers: bool, sequences: int = 1) -> Ite
     (llama.cpp's default) the first decode crashed the process (SIGSEGV) on the Sapphire Rapids
     VM we test on; off costs nothing measurable for a 270M model. Several sequences share one
     unified cache (`kv_unified`): the cells of a prompt copied to another sequence are shared,
-    not copied, and a lone sequence gets the numbers it gets in a one-sequence context
-    (measured). The defaults functions are swapped only while loading, under the import lock,
+    not copied. The defaults functions are swapped only while loading, under the import lock,
     so no other load sees the change.
     """
     low_level = llama.llama_cpp

@@ -37,8 +37,8 @@ def decode_drafts(
     step decodes one token of every row in one batch, so the rows share each weight read.
 
     llama.cpp computes a batch of one row along another path than a batch of several, but
-    a row's numbers are the same beside any partners, two to four of them (measured:
-    bench/batched_decode.py). So a row that has finished stays in the batch as a
+    a row's numbers are the same beside any partners, one to three of them (measured with
+    flash attention on: bench/batched_decode.py). So a row that has finished stays in the batch as a
     placeholder while only one other row is left: the same request always gets the same
     replies, whatever runs beside it (not the replies the same temperatures get asked one
     at a time)."""
@@ -48,10 +48,12 @@ def decode_drafts(
     slot.apply_adapter(adapter)
     stats = EngineStats(generations=count, prompt_tokens=count * len(prompt))
     slot.start(prompt, check_cancelled, stats)
-    memory = slot.llama.llama_get_memory(slot.llm.ctx)
-    for row in range(1, count):
-        slot.llama.llama_memory_seq_cp(memory, 0, row, -1, -1)
-    rngs = [np.random.default_rng(seed) for _ in temperatures]
+    # A temperature's first row samples as a request of its own would; a repeated one gets
+    # its own stream, or two rows at 0.7 would be the same draft.
+    rngs = [
+        np.random.default_rng([seed, repeat] if repeat else seed)
+        for repeat in (temperatures[:row].count(t) for row, t in enumerate(temperatures))
+    ]
     outs = [bytearray() for _ in temperatures]
     produced = [0] * count
     finish: list[str | None] = [None] * count
@@ -64,6 +66,10 @@ def decode_drafts(
     batch = slot.llama.llama_batch_init(count, 0, 1)
     started = time.perf_counter()
     try:
+        memory = slot.llama.llama_get_memory(slot.llm.ctx)
+        for row in range(1, count):
+            slot.llama.llama_memory_seq_rm(memory, row, -1, -1)  # nothing left from before
+            slot.llama.llama_memory_seq_cp(memory, 0, row, -1, -1)
         for step in range(max_tokens):
             check_cancelled()
             for row in range(count):

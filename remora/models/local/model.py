@@ -286,7 +286,7 @@ class LocalChatModel:
 
     async def complete_drafts(self, *, model: str, request: DraftsRequest) -> list[Completion]:
         """One raw continuation of `request.prompt` per temperature, decoded together in one
-        batch (`_Slot.generate_rows`); a single temperature is decoded alone."""
+        batch (`drafts.decode_drafts`); a single temperature is decoded alone."""
         adapter = self._adapter(model)
         stops = tuple(request.stop)
         temperatures = tuple(request.temperatures)
@@ -333,7 +333,7 @@ class LocalChatModel:
         adapter: str | None = None,
     ) -> list[_Generation]:
         """One generation per temperature: alone for one (under `grammar`, with `logprobs` and
-        `on_text` as asked), else free text decoded together (`_Slot.generate_rows`)."""
+        `on_text` as asked), else free text decoded together (`drafts.decode_drafts`)."""
         rows = len(temperatures)
         # The limiter lets in no more threads than there are slots, so a context is idle unless
         # the model was closed while this request waited.

@@ -38,14 +38,16 @@ class _Contexts:
             self._count += 1
 
     def take(
-        self, use: _Use, prompt_text: str, max_tokens: int, adapter: str | None = None
+        self, use: _Use, prompt_text: str, new_tokens: int, adapter: str | None = None
     ) -> tuple[_Slot, list[int]]:
+        """An idle context for `prompt_text` followed by `new_tokens` generated tokens (all
+        the rows' of a drafts request), and the prompt's tokens."""
         with self._changed:
             idle = self._idle[use]
             if not idle:
                 raise ModelError("the local model was closed")
             prompt = idle[0].tokenize(prompt_text)
-            if use == "text" and len(prompt) + max_tokens > idle[0].n_ctx:
+            if use == "text" and len(prompt) + new_tokens > idle[0].n_ctx:
                 idle = self._idle["chat"]  # one per slot, so one is idle as well
             latest = max(slot.used for slot in idle)
             best = min(
