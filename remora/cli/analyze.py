@@ -22,7 +22,7 @@ from remora.edits.apply import combined_patch
 from remora.edits.atomic import output_problem, write_text_atomic
 from remora.errors import ExitCode, RunFailed
 from remora.events import Events
-from remora.findings.results import JobResult, JobStatus
+from remora.findings.results import Change, JobResult, JobStatus
 from remora.report.jsonl import JsonLinesStream
 from remora.report.paths import as_shown, shown_path
 from remora.report.progress import JobProgress
@@ -285,11 +285,16 @@ class Report:
             raise RunFailed(f"cannot write the report to {where}: {reason}{fixes}") from exc
         if options.diff:
             sys.stdout.write(combined_patch(outcome.changes))
-            suggested = [change for result in outcome.results for change in result.suggestions]
+            suggested, count = suggested_edits(outcome)
             if suggested:  # on stderr: the patch on stdout stays what --fix would apply
-                edits = "edit" if len(suggested) == 1 else "edits"
-                say(f"{len(suggested)} suggested {edits}, not made (take them by hand):")
+                say(f"{count}, not made (take them by hand):")
                 sys.stderr.write(combined_patch(suggested))
+
+
+def suggested_edits(outcome: AnalyzeOutcome) -> tuple[list[Change], str]:
+    """The edits tools suggested but did not make (withheld drafts), and how many in words."""
+    suggested = [change for result in outcome.results for change in result.suggestions]
+    return suggested, f"{len(suggested)} suggested edit{'' if len(suggested) == 1 else 's'}"
 
 
 def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
@@ -313,10 +318,9 @@ def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
         files = len({change.file for change in outcome.changes})
         noun = "file" if files == 1 else "files"
         say(f"edits to {files} {noun} not applied: --diff shows them, --fix applies them")
-    suggested = sum(len(result.suggestions) for result in outcome.results)
+    suggested, count = suggested_edits(outcome)
     if suggested and not options.diff:
-        edits = "edit" if suggested == 1 else "edits"
-        say(f"{suggested} suggested {edits} not made: --diff shows them")
+        say(f"{count} not made: --diff shows them")
     if options.exit_zero and code == ExitCode.FINDINGS:
         return ExitCode.OK
     return code

@@ -10,11 +10,11 @@ embedded engine a raw continuation of the prompt.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Annotated, Protocol, runtime_checkable
 
 import anyio
 import anyio.abc
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from remora.findings.results import Usage
 from remora.protocol.messages import MalformedReply
@@ -49,14 +49,9 @@ class DraftsRequest(BaseModel):
     prompt: str
     stop: list[str] = Field(default_factory=list, max_length=MAX_STOPS)
     max_tokens: int = Field(default=64, ge=1, le=MAX_COMPLETION_TOKENS)
-    temperatures: list[float] = Field(min_length=1, max_length=MAX_DRAFTS)
-
-    @field_validator("temperatures")
-    @classmethod
-    def _in_range(cls, temperatures: list[float]) -> list[float]:
-        if any(not 0.0 <= temperature <= 2.0 for temperature in temperatures):
-            raise ValueError("temperatures must be between 0 and 2")
-        return temperatures
+    temperatures: list[Annotated[float, Field(ge=0.0, le=2.0)]] = Field(
+        min_length=1, max_length=MAX_DRAFTS
+    )
 
     def each(self) -> list[CompletionRequest]:
         """The same drafts as one request per temperature."""

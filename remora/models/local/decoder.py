@@ -183,8 +183,9 @@ class _Slot:
         """Bring the context to `prompt` (sequence 0), its last logits ready for the first token."""
         started = time.perf_counter()
         if self._holds_whole(prompt):
-            # The same prompt as a request before (a job's drafts at other temperatures): its
-            # cache entries and last logits are what evaluating it again would compute.
+            # The same prompt as a request before (a sentence's sampled drafts asked after its
+            # greedy one): its cache entries and last logits are what evaluating it again
+            # would compute.
             memory = self.llama.llama_get_memory(self.llm.ctx)
             self.llama.llama_memory_seq_rm(memory, 0, len(prompt), -1)
             self.llm.n_tokens = len(prompt)
