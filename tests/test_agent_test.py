@@ -23,9 +23,8 @@ from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRunner
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
-# hypothesis's pytest plugin adds seconds to the start of every pytest run; these tests do not
-# use it, so most runs turn it off through the agent's pytest_args option.
-FAST = ["-c", 'agents.test.options.pytest_args=["-p", "no:hypothesispytest"]']
+# hypothesis's pytest plugin adds seconds to the start of every pytest run (check_tests leaves
+# it out by itself); the direct runs below turn it off too.
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 TEMPERATURES = [0.0, 0.7, 1.0]
 """explore_calls' drafts, in order: the n-th answer of `completions` below goes to the n-th."""
@@ -128,7 +127,7 @@ def test_characterization_tests_land_with_fix_and_pass_under_pytest(
     demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = (demo / "inventory" / "pricing.py").read_bytes()
-    code, report, requests = analyze("inventory/pricing.py", CALLS, capsys, "--fix", *FAST)
+    code, report, requests = analyze("inventory/pricing.py", CALLS, capsys, "--fix")
 
     results = by_function(report)
     assert set(results) == set(CALLS)
@@ -209,7 +208,7 @@ def test_calls_that_cannot_be_pinned_leave_the_job_not_done(
             "'A-1'",  # never closed
         ]
     }
-    code, report, _ = analyze("inventory/odd.py", calls, capsys, *FAST)
+    code, report, _ = analyze("inventory/odd.py", calls, capsys)
     (result,) = report["results"]
     assert result["status"] == "failed"
     assert result["error"]["code"] == "not_done"
@@ -235,7 +234,7 @@ def test_src_layout_in_a_subproject(
         "def double(x: int) -> int:\n    return 2 * x\n"
     )
     monkeypatch.chdir(tmp_path / "repo")
-    code, report, _ = analyze("services", {"double": ["2)", "-3)"]}, capsys, "--fix", *FAST)
+    code, report, _ = analyze("services", {"double": ["2)", "-3)"]}, capsys, "--fix")
     (result,) = report["results"]
     assert result["status"] == "success", result["error"]
     assert [c["file"] for c in result["changes"]] == ["services/calc/tests/test_ops_double.py"]
@@ -268,7 +267,7 @@ def test_the_module_is_never_changed_even_by_a_function_that_writes_it(
         "    return n\n"
     )
     source = module.read_bytes()
-    code, report, _ = analyze("inventory/stamp.py", {}, capsys, "--fix", *FAST)
+    code, report, _ = analyze("inventory/stamp.py", {}, capsys, "--fix")
     (result,) = report["results"]
     assert {change["file"] for change in result["changes"]} <= {"tests/test_stamp_stamp.py"}
     assert module.read_bytes() == source
@@ -294,9 +293,7 @@ def test_a_call_that_does_not_repeat_under_pytest_is_dropped_and_the_rest_kept(
     (demo / "inventory" / "argv.py").write_text(
         "import sys\n\n\ndef argv_len(n: int) -> int:\n    return n if n else len(sys.argv)\n"
     )
-    code, report, _ = analyze(
-        "inventory/argv.py", {"argv_len": ["2)", "0)"]}, capsys, "--fix", *FAST
-    )
+    code, report, _ = analyze("inventory/argv.py", {"argv_len": ["2)", "0)"]}, capsys, "--fix")
     (result,) = report["results"]
     assert result["status"] == "success", result["error"]
     assert result["summary"].endswith("; 1 dropped: they failed under pytest")
@@ -351,7 +348,7 @@ def test_a_hostile_completion_is_refused_by_the_allow_list_before_it_runs(
     proposals are probed, pinned and written as usual."""
     seen = spy_on_commands(monkeypatch)
     calls = {"apply_discount": ["100.0, 10.0)", HOSTILE, "100.0, 150.0)"]}
-    code, report, _ = analyze("inventory/pricing.py", calls, capsys, "--fix", *FAST)
+    code, report, _ = analyze("inventory/pricing.py", calls, capsys, "--fix")
 
     (result,) = [r for r in report["results"] if r["node"]["qualified_name"] == "apply_discount"]
     assert result["status"] == "success", result["error"]
@@ -392,7 +389,7 @@ def test_cases_construct_the_modules_own_classes(
         "    return box.side * box.side\n"
     )
     calls = {"area": ["Box(3))", "Box(side=1), minimum=2)", "Box(2).side)"]}
-    code, report, _ = analyze("inventory/shapes.py", calls, capsys, "--fix", *FAST)
+    code, report, _ = analyze("inventory/shapes.py", calls, capsys, "--fix")
     result = by_function(report)["area"]
     assert result["status"] == "success", result["error"]
     text = (demo / "tests" / "test_shapes_area.py").read_text()

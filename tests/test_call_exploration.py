@@ -25,7 +25,6 @@ from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.call_selection import select_calls
 from remora.tool_library.case_render import pattern_literal, render_tests
 
-FAST = ["-c", 'agents.test.options.pytest_args=["-p", "no:hypothesispytest"]']
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 TEMPERATURES = [0.0, 0.7, 1.0]
 """explore_calls' drafts, in order: the n-th proposal of a test goes to the n-th."""
@@ -87,7 +86,7 @@ def analyze(
     )
     with model as server:
         args = ["analyze", target, "--agents", agent, "--format", "json", "--no-cache"]
-        main([*args, "--base-url", server.base_url, "--fix", *(FAST if agent == "test" else [])])
+        main([*args, "--base-url", server.base_url, "--fix"])
     captured = capsys.readouterr()
     assert captured.out.strip(), captured.err
     report = json.loads(captured.out)
@@ -674,7 +673,7 @@ def test_without_fix_nothing_reaches_an_existing_tests_folder(
     model = ScriptedModelServer(rule=calls_the_tool("write_tests"), completion=proposing({}))
     with model as server:
         args = ["analyze", "pkg/text.py", "--agents", "test", "--format", "json", "--no-cache"]
-        main([*args, "--base-url", server.base_url, *FAST])
+        main([*args, "--base-url", server.base_url])
     report = json.loads(capsys.readouterr().out)
     [result] = report["results"]
     assert result["status"] == "success"

@@ -558,14 +558,21 @@ def test_by_default_what_the_model_drafted_is_a_suggestion_and_facts_are_written
             return price / 1.2
         ''')
     (shop / "price.py").write_text(PRICE + outdated)
+    events = shop.parent / "events.jsonl"
     code, out = run(
         Writer("Discount the price by a percent."), "--fix", "--output-format", "json",
-        capsys=capsys,
+        "--events", str(events), capsys=capsys,
     )  # fmt: skip
     results = {r["node"]["qualified_name"]: r for r in json.loads(out)["results"]}
     drafted = results["discounted"]
     assert drafted["status"] == "failed" and drafted["error"]["code"] == "not_done"
-    assert drafted["changes"] == []
+    assert drafted["changes"] == [] and len(drafted["suggestions"]) == 1
+    finished = {
+        event["node_id"].rpartition("::")[2]: event
+        for event in map(json.loads, events.read_text().splitlines())
+        if event["event"] == "job_finished" and event["agent"] == "docstring"
+    }
+    assert (finished["discounted"]["suggestions"], finished["net"]["suggestions"]) == (1, 0)
     assert "drafted by the model (summary, parameter price, parameter percent, returns): a " \
         "suggestion, not written" in drafted["error"]["message"]  # fmt: skip
     assert "not written: 'Discount the price by a percent.'" in drafted["findings"][0]["message"]

@@ -464,6 +464,51 @@ async def test_same_request_same_reply_whatever_ran_before(
 
 @pytest.mark.local_engine
 @needs_engine
+def test_whole_chunks_batched_together_compute_what_chunk_by_chunk_does(
+    engine: LocalChatModel, demo: Path
+) -> None:
+    """The engine evaluates a prompt's whole chunks several to a batch (_EVAL_BATCH), and its
+    last chunk alone: the logits, and the cache entries the next tokens attend to, are exactly
+    those of evaluating it one chunk at a time, fresh or after another prompt."""
+    from remora.models.local.binding import _llama_cpp
+    from remora.models.local.decoder import _EVAL_BATCH, _EVAL_CHUNK, _Slot
+
+    llama = _llama_cpp()
+    slot = _Slot(llama, engine._new_llama(llama, TEXT_N_CTX))
+    try:
+        code = "\n\n".join(path.read_text() for path in sorted(demo.rglob("*.py")))
+        prompt = slot.tokenize(code)[: 3 * _EVAL_BATCH + 37]
+
+        def by_chunks(tokens: list[int]) -> list[bytes]:
+            slot.llm.reset()
+            llama.llama_memory_clear(llama.llama_get_memory(slot.llm.ctx), True)
+            for start in range(0, len(tokens), _EVAL_CHUNK):
+                slot.llm.eval(tokens[start : start + _EVAL_CHUNK])
+            return continued(tokens)
+
+        def continued(tokens: list[int]) -> list[bytes]:
+            """The logits after `tokens`, then after each of two more tokens decoded."""
+            rows = [slot.logits().tobytes()]
+            for token in tokens[:2]:
+                slot.llm.eval([token])
+                rows.append(slot.logits().tobytes())
+            return rows
+
+        expected = by_chunks(prompt)
+        slot._last_logits = None  # forget: nothing held counts as reusable
+        assert slot._prime(prompt) == len(prompt)  # batches of 4 chunks, 4, 4, then the last
+        assert continued(prompt) == expected
+        other = prompt[: _EVAL_BATCH + 5] + slot.tokenize("\n\nclass Other:\n    pass\n") * 40
+        slot._prime(other)
+        # The other prompt's first whole chunks are reused; the rest is evaluated anew.
+        assert slot._prime(prompt) == len(prompt) - _EVAL_BATCH
+        assert continued(prompt) == expected
+    finally:
+        slot.close()
+
+
+@pytest.mark.local_engine
+@needs_engine
 @pytest.mark.anyio
 async def test_completions_keep_their_prefixes_and_the_agents_prefix(
     engine: LocalChatModel, lint_agent: Agent, demo: Path

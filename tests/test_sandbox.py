@@ -424,6 +424,34 @@ async def test_commands_get_no_secrets_and_no_stdin(
     assert cat["exit_code"] == 0 and cat["stdout"] == "" and cat["timed_out"] is False
 
 
+# --- check_tests ---------------------------------------------------------------------------
+
+PLUGIN_STATE = (
+    "def test_plugin(pytestconfig):\n"
+    "    assert pytestconfig.pluginmanager.has_plugin('hypothesispytest') is {}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("configuration", "loaded"),
+    [
+        ("", False),  # a generated file never uses it: its import was most of a check's time
+        ('[tool.pytest.ini_options]\naddopts = "--hypothesis-show-statistics"\n', True),
+    ],
+)
+async def test_check_tests_loads_hypothesis_only_where_the_configuration_needs_it(
+    sandbox: ToolSandbox, project: Path, node: Node, configuration: str, loaded: bool
+) -> None:
+    pytest.importorskip("hypothesis")
+    (project / "pyproject.toml").write_text(configuration)
+    text = PLUGIN_STATE.format(loaded)
+    code = f"await check_tests('tests/test_plugin.py', {text!r})\n"
+    outcome = await run_script(code, sandbox, project, node, limits=resolve_limits())
+    assert outcome.ok, outcome.error
+    assert (outcome.value["passed"], outcome.value["failed"]) == (["test_plugin"], [])
+    assert not (project / "tests").exists()  # a throwaway copy: nothing written
+
+
 # --- complete_drafts -----------------------------------------------------------------------
 
 

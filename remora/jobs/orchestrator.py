@@ -167,6 +167,7 @@ def emit_finished(events: JobEvents, result: JobResult) -> None:
         turns=result.turns,
         findings=len(result.findings),
         changes=len(result.changes),
+        suggestions=len(result.suggestions),
         prompt_tokens=result.usage.prompt_tokens,
         completion_tokens=result.usage.completion_tokens,
         requests=result.usage.requests,

@@ -50,6 +50,9 @@ from remora.tool_library.test_cases import parse_test_case
 PROBE_RESULT_LIMIT = 20 * 1024 * 1024
 """Bytes of the probe's result file read back (40 calls' observations are a few hundred KB)."""
 HOST_STUBS = (Path(__file__).parent / "host_functions.pyi").read_text(encoding="utf-8")
+UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
+"""Plugins a generated test file never uses (it is plain and synchronous) that cost most of a
+check's time when installed: hypothesis's imports all of hypothesis at every session's end."""
 
 
 def injected_context(
@@ -250,9 +253,11 @@ def host_functions(
         with workspace.command_directory(extra={key: text}) as directory:
             argv = ["-m", "pytest", "-q", "-rA", "--tb=line", "-p", "no:cacheprovider"]
             try:
-                ran = await commands.run(
-                    "python", [*argv, *(args or []), key], directory, project=workspace.root
-                )
+                for plugins in (UNUSED_PLUGINS, ()):  # exit 4: the configuration needs them
+                    command = [*argv, *plugins, *(args or []), key]
+                    ran = await commands.run("python", command, directory, project=workspace.root)
+                    if ran["exit_code"] != 4:
+                        break
             except SandboxFailed as exc:
                 fault(ErrorCode.SANDBOX_CRASHED, str(exc))
                 raise

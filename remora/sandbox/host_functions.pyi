@@ -127,7 +127,8 @@ async def explore_calls(temperatures: list[float] | None = None) -> dict[str, An
 
 async def check_tests(path: str, text: str, args: list[str] | None = None) -> dict[str, Any]:
     """pytest on `text` as the file `path` in a throwaway copy of the project (nothing is
-    written): passed (test names), failed ({name, message}), exit_code, timed_out, output_tail."""
+    written): passed (test names), failed ({name, message}), exit_code, timed_out, output_tail.
+    hypothesis's and anyio's pytest plugins are left out unless the configuration needs them."""
 
 def test_file_text(
     tests: list[dict[str, Any]], title: list[str], tests_folder: str, import_root: str

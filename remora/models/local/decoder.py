@@ -13,13 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from remora.models.local.binding import _TOKEN_DATA_FIELDS
+from remora.models.local.stopping import stop_at
 from remora.models.local.usage import EngineStats
-from remora.protocol.functiongemma import (
-    END_FUNCTION_CALL,
-    END_OF_TURN,
-    STOP_SEQUENCES,
-    parse_output,
-)
 from remora.protocol.messages import ModelError
 
 if TYPE_CHECKING:
@@ -35,10 +30,9 @@ _SAMPLING_TOP_K = 40
 
 _EVAL_CHUNK = 64
 """Prompts are evaluated in chunks starting at multiples of this (see `_Slot._prime`)."""
-
-_STOPS = tuple(marker.encode() for marker in STOP_SEQUENCES)
-_END_CALL = END_FUNCTION_CALL.encode()
-_END_OF_TURN = END_OF_TURN.encode()
+_EVAL_BATCH = 4 * _EVAL_CHUNK
+"""Whole chunks evaluated in one llama.cpp batch: 465 prompt tokens/s against 351 for one chunk
+at a time (2 cores), for 13 MB more of compute buffers over three contexts."""
 
 
 @dataclass
@@ -161,7 +155,7 @@ class _Slot:
                 if scored is not None:
                     scored.append((piece.decode("utf-8", "replace"), self._logprob(token)))
                 out += piece
-                cut = _stop_at(out, constrained=grammar is not None, extra=stops)
+                cut = stop_at(out, constrained=grammar is not None, extra=stops)
                 if cut is not None:
                     del out[cut[0] :]
                     finish = cut[1]
@@ -241,6 +235,11 @@ class _Slot:
         only whole chunks of an earlier prompt (not generated tokens) are reused: every token's
         cache entry is computed by the same batch whatever ran before. At least the chunk with
         the last prompt token is evaluated again: its logits are what the first sample needs.
+
+        Whole chunks before that last one go to llama.cpp up to `_EVAL_BATCH` at a time: a batch
+        of several whole chunks computes every token exactly as the chunks one by one would
+        (measured: largest difference 0, in the cache and in the logits after it), where a
+        batch that ends elsewhere does not. The last chunk is always a batch of its own.
         """
         llm = self.llm
         keep = self.reusable(prompt, self.adapter) // _EVAL_CHUNK * _EVAL_CHUNK
@@ -252,10 +251,12 @@ class _Slot:
             self.llama.llama_memory_clear(memory, True)
             keep = 0
         self._prompt_positions = keep
-        for start in range(keep, len(prompt), _EVAL_CHUNK):
+        last = (len(prompt) - 1) // _EVAL_CHUNK * _EVAL_CHUNK
+        starts = [*range(keep, last, _EVAL_BATCH), last]
+        for start, end in zip(starts, [*starts[1:], len(prompt)], strict=True):
             check_cancelled()  # a long prompt takes seconds: a cancelled job need not wait
-            llm.eval(prompt[start : start + _EVAL_CHUNK])
-            self._prompt_positions = min(start + _EVAL_CHUNK, len(prompt))
+            llm.eval(prompt[start:end])
+            self._prompt_positions = end
         return len(prompt) - keep
 
     @contextlib.contextmanager
@@ -374,26 +375,3 @@ class _Slot:
             piece = bytes(self.llm.detokenize([token], special=True))
             self._token_bytes[token] = piece
         return piece
-
-
-def _stop_at(
-    out: bytes | bytearray, *, constrained: bool, extra: Sequence[bytes] = ()
-) -> tuple[int, str] | None:
-    """Where to cut the output and why, or None to go on. Checked after every token."""
-    for stop in (*_STOPS, *extra):
-        at = out.find(stop)
-        if at != -1:
-            return at, "stop"
-    if not constrained:
-        at = out.find(_END_OF_TURN)
-        return (at, "stop") if at != -1 else None
-    if not out.endswith(_END_CALL):
-        return None
-    parsed = parse_output(out.decode("utf-8", errors="replace"))
-    if len(parsed.calls) >= 2:
-        last = parsed.calls[-1]
-        key = (last.name, last.arguments_json())
-        if any((call.name, call.arguments_json()) == key for call in parsed.calls[:-1]):
-            # Offsets are in characters; cut the bytes at the same place.
-            return len(out.decode("utf-8", errors="replace")[: last.start].encode()), "repeat"
-    return None

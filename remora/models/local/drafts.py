@@ -7,7 +7,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from remora.models.local.decoder import _Generation, _Slot, _stop_at
+from remora.models.local.decoder import _Generation, _Slot
+from remora.models.local.stopping import stop_at
 from remora.models.local.usage import EngineStats
 from remora.protocol.completion import MAX_DRAFTS
 from remora.protocol.messages import ModelError
@@ -116,7 +117,7 @@ def _next_piece(
         return "stop"
     last[row] = token
     out += slot.piece(token)
-    cut = _stop_at(out, constrained=False, extra=stops)
+    cut = stop_at(out, constrained=False, extra=stops)
     if cut is None:
         return None
     del out[cut[0] :]

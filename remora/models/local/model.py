@@ -53,7 +53,7 @@ from remora.models.local.binding import (
     cpu_count,
     llama_cpp_available,
 )
-from remora.models.local.decoder import _EVAL_CHUNK, _Generation, _Slot, _Use
+from remora.models.local.decoder import _EVAL_BATCH, _Generation, _Slot, _Use
 from remora.models.local.drafts import MAX_ROWS, decode_drafts
 from remora.models.local.reply import (
     DecodingProgress,
@@ -173,10 +173,10 @@ class LocalChatModel:
             raise ModelError(f"model file not found: {self.path}")
         kwargs = {
             "n_ctx": n_ctx,
-            # Prompts are evaluated in chunks of _EVAL_CHUNK: a larger batch would only reserve
-            # logits for tokens never asked for (512 x 262k vocab x 4 B = 512 MB of address space).
-            "n_batch": _EVAL_CHUNK,
-            "n_ubatch": _EVAL_CHUNK,
+            # Prompts are evaluated in batches of whole chunks (_Slot._prime); a larger batch
+            # would only reserve logits for tokens never asked for (address space: 1 MB a token).
+            "n_batch": _EVAL_BATCH,
+            "n_ubatch": _EVAL_BATCH,
             "n_threads": self.n_threads,
             "n_threads_batch": self.n_threads,
             "seed": self.seed or 1,  # 0 means "random" to llama.cpp; sampling is ours anyway
