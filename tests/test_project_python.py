@@ -15,7 +15,7 @@ import pytest
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer
 from remora.sandbox.interpreter import project_python
-from tests.test_agent_test import FAST, calls_write_tests, completions
+from tests.test_agent_test import calls_write_tests, completions
 
 APP = "import shoutlib\n\n\ndef shout(text: str) -> str:\n    return shoutlib.loud(text)\n"
 
@@ -49,7 +49,7 @@ def analyze_paths(
         code = main(
             [
                 *("analyze", target, "--agents", "test", "--format", "json", "--no-cache"),
-                *("--base-url", server.base_url, *FAST, *flags),
+                *("--base-url", server.base_url, *flags),
             ]
         )
     captured = capsys.readouterr()
@@ -67,7 +67,8 @@ def test_the_test_agent_runs_pytest_in_the_projects_venv(
     (result,) = report["results"]
     assert result["status"] == "success", result["error"]
     text = (project / "tests" / "test_app_shout.py").read_text()
-    assert "        (\"hi\", 'HI!'),\n" in text  # a row of the parametrized test
+    # A row of the parametrized test: what shoutlib, found only in the project's .venv, did.
+    assert "        ('Hello world', 'HELLO WORLD!'),\n" in text
     done = subprocess.run(
         [str(venv_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=project,

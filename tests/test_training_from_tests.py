@@ -110,8 +110,10 @@ def test_calls_in_tests_become_examples_behind_the_agents_prompts(project: Path)
 def test_the_prompt_is_the_one_the_agent_sends(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The test agent, run on the module once its tests are gone (it leaves tested code alone),
-    asks the model for `area`'s arguments with exactly the example's prompt."""
+    """The input generator the test agent shares with the sample_data agent, run on the module
+    once its tests are gone, asks the model for `area`'s arguments with exactly the example's
+    prompt. (The sample_data agent asks the model for every function; the test agent only for
+    a function whose branches the other calls leave untaken, and `area` has none.)"""
     (example,) = {
         e.prompt for e in examples_from_tests([project], share=0, seed=0).train
         if e.prompt.endswith("result = area(")
@@ -124,7 +126,7 @@ def test_the_prompt_is_the_one_the_agent_sends(
 
     with ScriptedModelServer(rule=rule, completion=lambda body: "2, 3)\n") as server:
         code = main(
-            ["analyze", "src/shapes/geometry.py", "--agents", "test", "--format", "json",
+            ["analyze", "src/shapes/geometry.py", "--agents", "sample_data", "--format", "json",
              "--no-cache", "--base-url", server.base_url]
         )  # fmt: skip
         prompts = [body["prompt"] for body in server.completion_requests]

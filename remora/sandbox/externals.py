@@ -189,7 +189,9 @@ def host_functions(
             source, node.name, temperatures, max_tokens, complete_drafts
         )
 
-    async def explore(temperatures: list[float] | None = None) -> dict[str, Any]:
+    async def explore(
+        temperatures: list[float] | None = None, model: str = "always"
+    ) -> dict[str, Any]:
         source = workspace.read_text(node.file)
         module, import_root = module_of(node.file, file_exists)
         project = project_of(node.file, file_exists)
@@ -205,6 +207,7 @@ def host_functions(
             probe=probe,
             draft=complete_drafts if drafting is not None else None,
             temperatures=[0.0, 0.7, 1.0] if temperatures is None else temperatures,
+            model=model,
         )
 
     def project_text(path: str) -> str:

@@ -113,13 +113,17 @@ async def propose_calls(source: str, temperatures: list[float], max_tokens: int 
     temperature, by continuing `result = NAME(` in a test after `source` (the module's code).
     Drafts are proposals: check them before they count."""
 
-async def explore_calls(temperatures: list[float] | None = None) -> dict[str, Any]:
+async def explore_calls(
+    temperatures: list[float] | None = None, model: str = "always"
+) -> dict[str, Any]:
     """The input generator of the test and sample_data agents for the node's function or
     method (remora/tool_library/characterize.py): candidate calls from the project's call sites
-    and tests, doctest examples, the model's completions (one per temperature; default
-    [0.0, 0.7, 1.0]; [] asks no model) and the signature (types, compared literals and their
-    neighbours, instances of the module's classes); each checked by parse_test_case, run twice
-    in the OS sandbox under coverage; the few that cover the most branches kept. Returns tests
+    and tests, doctest examples, the signature (types, compared literals and their
+    neighbours, instances of the module's classes) and the model's completions (one per
+    temperature; default [0.0, 0.7, 1.0]; [] asks no model; `model="for branches"`: only when
+    the other candidates' chosen calls leave a branch untaken or nothing to pin); each checked
+    by parse_test_case, run twice in the OS sandbox under coverage; the few that cover the
+    most branches kept. Returns tests
     (rendered test functions: name, code, names to import, uses_pytest), samples (the arguments
     of kept calls that returned, as JSON objects), dropped (reasons: state other tests see, not
     repeating), state (the module or class state some call changed), tried, refused (by the

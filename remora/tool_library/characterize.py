@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from coverage.parser import PythonParser
+
 from remora.tool_library.call_candidates import Candidate, candidate_calls, find_definition
 from remora.tool_library.call_prompts import call_prompt, constructor_prompt
 from remora.tool_library.call_selection import select_calls, stable
@@ -43,8 +45,12 @@ async def explore_calls(
     probe: Probe,
     draft: Draft | None,
     temperatures: Sequence[float],
+    model: str = "always",
 ) -> dict[str, Any]:
-    """What the probe saw of the chosen calls of `target` in the module `source`:
+    """What the probe saw of the chosen calls of `target` in the module `source`, with the
+    model's proposals among the candidates `model` "always" (realistic inputs: the
+    sample_data agent's samples) or only "for branches" the other candidates leave (tests:
+    the branch cover decides, and the model adds little where it has nothing left to cover):
     {"tests": [...rendered tests], "samples": [argument dicts of calls that returned],
     "dropped": [reasons], "state": [names of state some call changed], "tried": N,
     "refused": N (candidates the allow-list refused), "coverage": bool}."""
@@ -53,42 +59,63 @@ async def explore_calls(
     definition = find_definition(tree, owner, name)
     if definition is None:
         raise ValueError(f"{target} is not defined at the top level of the module")
-    proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
-    candidates = candidate_calls(source, target, project_sources, proposals, constructors)
-    checked: list[Candidate] = []
-    for candidate in candidates:
-        try:
-            case = parse_test_case(candidate.case(target), target, source)
-        except ValueError:
-            continue
-        if case["kind"] == "call" and case["call"] == candidate.case(target):
-            checked.append(candidate)
-    parameters = [p.name for p in parameters_of(definition, method=bool(owner))]
-    empty = {"tests": [], "samples": [], "dropped": [], "state": [], "coverage": False}
-    if not checked:
-        return empty | {"tried": 0, "refused": len(candidates)}
     first = definition.decorator_list[0].lineno if definition.decorator_list else definition.lineno
-    request = {
+    lines = [first, definition.end_lineno or definition.lineno]
+    request: dict[str, Any] = {
         "module": module,
         "import_root": import_root,
         "function": name,
         "method": name if owner else None,
-        "lines": [first, definition.end_lineno or definition.lineno],
-        "calls": [candidate.as_dict() for candidate in checked],
+        "lines": lines,
     }
-    runs = [await probe(request) for _ in range(PROBE_RUNS)]
     classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
-    chosen = select_calls(
-        [c.as_dict() for c in checked], [run["results"] for run in runs], classes, module, target
-    )
+    observed: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    coverage = True
+
+    async def choose(proposals: list[str], constructors: list[str]) -> Any:
+        """The candidates with these of the model's, those the allow-list passes, what the
+        probe saw of each (probing only calls not seen yet: each runs in a child of its own),
+        and the calls chosen."""
+        nonlocal coverage
+        candidates = candidate_calls(source, target, project_sources, proposals, constructors)
+        checked = [candidate for candidate in candidates if allowed(candidate, target, source)]
+        new = [c for c in checked if (c.arguments, c.instance) not in observed]
+        if new:
+            probed = [
+                await probe(request | {"calls": [c.as_dict() for c in new]})
+                for _ in range(PROBE_RUNS)
+            ]
+            coverage = coverage and all(bool(run.get("coverage")) for run in probed)
+            for index, candidate in enumerate(new):
+                observed[candidate.arguments, candidate.instance] = [
+                    run["results"][index] for run in probed
+                ]
+        runs = [[observed[c.arguments, c.instance][i] for c in checked] for i in range(PROBE_RUNS)]
+        chosen = select_calls([c.as_dict() for c in checked], runs, classes, module, target)
+        return candidates, checked, runs, chosen
+
+    if model not in ("always", "for branches"):
+        raise ValueError(f'model must be "always" or "for branches", not {model!r}')
+    candidates, checked, runs, chosen = await choose([], [])
+    # "for branches": the model is asked only for what the tools' own calls (call sites,
+    # doctests, the signature's values) leave: a branch none of the chosen calls took, or
+    # nothing to pin.
+    if model == "always" or not coverage or branches_left(source, lines, chosen["chosen"]):
+        proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
+        if proposals or constructors:
+            candidates, checked, runs, chosen = await choose(proposals, constructors)
+    parameters = [p.name for p in parameters_of(definition, method=bool(owner))]
+    if not checked:
+        empty = {"tests": [], "samples": [], "dropped": [], "state": [], "coverage": False}
+        return empty | {"tried": 0, "refused": len(candidates)}
     base = next((c.as_dict() for c in checked if c.origin == "types"), None)
     # Samples: the chosen calls that returned first, then every other call that returned and
     # changed nothing others see (a fixture wants valid inputs, not only branch-covering ones).
     returned: list[Any] = []
     repeated = [
         seen
-        for index, seen in enumerate(runs[0]["results"])
-        if all(stable(run["results"][index]) == stable(seen) for run in runs[1:])
+        for index, seen in enumerate(runs[0])
+        if all(stable(run[index]) == stable(seen) for run in runs[1:])
         and not seen.get("state_changed")
         and not seen.get("files_changed")
     ]
@@ -104,8 +131,31 @@ async def explore_calls(
         "state": chosen["state"],
         "tried": chosen["tried"],
         "refused": len(candidates) - len(checked),
-        "coverage": all(bool(run.get("coverage")) for run in runs),
+        "coverage": coverage,
     }
+
+
+def allowed(candidate: Candidate, target: str, source: str) -> bool:
+    """Whether the allow-list reads the candidate as exactly the plain call it is."""
+    try:
+        case = parse_test_case(candidate.case(target), target, source)
+    except ValueError:
+        return False
+    return bool(case["kind"] == "call" and case["call"] == candidate.case(target))
+
+
+def branches_left(source: str, lines: Sequence[int], chosen: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the chosen calls (probed with coverage.py) leave a branch of the target (lines
+    `lines`) untaken, or nothing to pin."""
+    if not chosen:
+        return True
+    parser = PythonParser(text=source)
+    parser.parse_source()
+    exits = parser.exit_counts()
+    first, last = lines
+    branches = {(a, b) for a, b in parser.arcs() if first <= a <= last and exits.get(a, 0) > 1}
+    taken = {(a, b) for item in chosen for a, b in item["seen"].get("arcs") or []}
+    return not branches.issubset(taken)
 
 
 async def model_proposals(
