@@ -9,8 +9,10 @@ Engine: `LocalChatModel.complete_drafts` on one prompt (part of Remora's own sou
 four temperatures, no stop string, so every row generates `steps` tokens; seconds per step and
 aggregate tokens/s from the engine's own counters (sampling in Python included).
 
-Numbers: llama-cpp-python's low-level API on contexts set up as the engine's are (64-token
-chunks, four sequences in one unified KV cache, flash attention on): greedy steps of a prompt
+Numbers: llama-cpp-python's low-level API on contexts set up as the engine's are (prompts in
+64-token chunks, four sequences in one unified KV cache, flash attention on; the engine now
+batches whole chunks up to 256 tokens, which computes the same numbers and does not touch the
+decoding steps measured here): greedy steps of a prompt
 decoded alone (a batch of one row), beside one other prompt, beside two and beside three. The
 largest logit difference between the same row beside different partners must be 0 (the
 engine's promise: the same request, the same replies, whatever runs beside it); the difference

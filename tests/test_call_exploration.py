@@ -24,6 +24,7 @@ from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.call_selection import select_calls
 from remora.tool_library.case_render import pattern_literal, render_tests
+from remora.tool_library.characterize import branches_left
 
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 TEMPERATURES = [0.0, 0.7, 1.0]
@@ -291,14 +292,17 @@ def test_a_parameter_annotated_with_a_module_class_gets_an_instance(
 def test_type_errors_are_pinned_only_where_the_module_raises_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The model proposes `shout(None)` and `shout(42)`: they raise AttributeError inside
-    `text.upper()`, the argument contradicting its use, which is the call's fault: never
-    pinned. `check('x')` raises the TypeError the module raises itself: pinned, with its
-    message."""
+    """The model proposes `shout(None)` and `shout(42)` (it is asked: no string built from
+    the signature or the module's literals is longer than 40 characters): they raise
+    TypeError inside `len(text)`, the argument contradicting its use, which is the call's
+    fault: never pinned. `check('x')` raises the TypeError the module raises itself: pinned,
+    with its message."""
     project = make_project(
         tmp_path,
         {
             "words": "def shout(text: str) -> str:\n"
+            "    if len(text) > 40:\n"
+            "        text = text[:40]\n"
             '    return text.upper() + "!"\n\n\n'
             "def check(value: int) -> int:\n"
             "    if not isinstance(value, int):\n"
@@ -309,6 +313,7 @@ def test_type_errors_are_pinned_only_where_the_module_raises_them(
     proposals = {"shout": ["None)", "42)"], "check": ["'x')"]}
     results = analyze(project, "pkg/words.py", capsys, monkeypatch, proposals=proposals)
 
+    assert results["shout"]["usage"]["requests"] > 0  # the model was asked for shout's calls
     shout = written(results["shout"], "tests/test_words_shout.py", project)
     assert "        ('abc', 'ABC!'),\n" in shout
     assert "pytest.raises" not in shout
@@ -680,3 +685,27 @@ def test_without_fix_nothing_reaches_an_existing_tests_folder(
     assert [change["file"] for change in result["changes"]] == ["tests/test_text_shout.py"]
     after = sorted(path.name for path in project.rglob("*") if "__pycache__" not in str(path))
     assert after == before
+
+
+def test_branches_left_reads_the_branch_arcs_of_the_targets_lines() -> None:
+    """Whether the chosen calls leave a branch arc of the target untaken: the arcs from its
+    branching lines (coverage.py's parser), against the arcs the chosen calls' probe saw."""
+    source = (
+        "def clip(x: int) -> int:\n"  # 1
+        "    if x > 10:\n"  # 2: a branch, to 3 or 4
+        "        return 10\n"  # 3
+        "    return x\n"  # 4
+        "\n\n"
+        "def double(x: int) -> int:\n"  # 7
+        "    return 2 * x\n"  # 8: no branch
+    )
+
+    def chosen(*arcs: list[list[int]]) -> list[dict[str, Any]]:
+        return [{"candidate": {}, "seen": {"arcs": taken}} for taken in arcs]
+
+    low = [[-1, 2], [2, 4], [4, -1]]
+    high = [[-1, 2], [2, 3], [3, -1]]
+    assert branches_left(source, [1, 4], chosen(low))
+    assert not branches_left(source, [1, 4], chosen(low, high))
+    assert not branches_left(source, [7, 8], chosen([[-7, 8], [8, -7]]))  # nothing to branch
+    assert branches_left(source, [7, 8], [])  # nothing chosen: nothing to pin yet

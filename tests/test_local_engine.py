@@ -476,8 +476,8 @@ def test_whole_chunks_batched_together_compute_what_chunk_by_chunk_does(
     llama = _llama_cpp()
     slot = _Slot(llama, engine._new_llama(llama, TEXT_N_CTX))
     try:
-        code = "\n\n".join(path.read_text() for path in sorted(demo.rglob("*.py")))
-        prompt = slot.tokenize(code)[: 3 * _EVAL_BATCH + 37]
+        code = "\n\n".join(path.read_text() for path in sorted(demo.rglob("*.py"))) * 2
+        prompt = slot.tokenize(code)[: 2 * _EVAL_BATCH + 37]
 
         def by_chunks(tokens: list[int]) -> list[bytes]:
             slot.llm.reset()
@@ -494,15 +494,19 @@ def test_whole_chunks_batched_together_compute_what_chunk_by_chunk_does(
                 rows.append(slot.logits().tobytes())
             return rows
 
+        assert len(prompt) == 2 * _EVAL_BATCH + 37
         expected = by_chunks(prompt)
-        slot._last_logits = None  # forget: nothing held counts as reusable
-        assert slot._prime(prompt) == len(prompt)  # batches of 4 chunks, 4, 4, then the last
+        # by_chunks wrote the cache behind the slot's back: it counts none of it as a prompt's
+        # (_prompt_positions is still 0), so the prompt is evaluated whole.
+        assert slot._prime(prompt) == len(prompt)  # batches of 4 chunks, 4, then the last
         assert continued(prompt) == expected
-        other = prompt[: _EVAL_BATCH + 5] + slot.tokenize("\n\nclass Other:\n    pass\n") * 40
-        slot._prime(other)
-        # The other prompt's first whole chunks are reused; the rest is evaluated anew.
-        assert slot._prime(prompt) == len(prompt) - _EVAL_BATCH
-        assert continued(prompt) == expected
+        junk = slot.tokenize("\n\nclass Other:\n    pass\n") * 10
+        for shared in range(_EVAL_CHUNK, _EVAL_BATCH + 1, _EVAL_CHUNK):
+            slot._prime(prompt[: shared + 5] + junk)
+            # The other prompt's whole chunks are reused, and the batches start after them:
+            # at 64, 128, 192 or 256, four chunks at a time from there.
+            assert slot._prime(prompt) == len(prompt) - shared
+            assert continued(prompt) == expected, shared
     finally:
         slot.close()
 

@@ -452,6 +452,23 @@ async def test_check_tests_loads_hypothesis_only_where_the_configuration_needs_i
     assert not (project / "tests").exists()  # a throwaway copy: nothing written
 
 
+async def test_check_tests_loads_the_plugins_a_projects_fixture_needs(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    """An autouse fixture of the project's conftest.py asks for anyio's `anyio_backend`: left
+    out, the plugin leaves every test an ERROR, so the check runs again with every plugin."""
+    pytest.importorskip("anyio")
+    (project / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.fixture(autouse=True)\n"
+        "def backend(anyio_backend):\n    return anyio_backend\n"
+    )
+    text = "def test_plain():\n    assert 1 + 1 == 2\n"
+    code = f"await check_tests('tests/test_plain.py', {text!r})\n"
+    outcome = await run_script(code, sandbox, project, node, limits=resolve_limits())
+    assert outcome.ok, outcome.error
+    assert (outcome.value["passed"], outcome.value["failed"]) == (["test_plain"], [])
+
+
 # --- complete_drafts -----------------------------------------------------------------------
 
 

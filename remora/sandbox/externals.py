@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import jsonschema
 from pydantic import ValidationError
@@ -192,6 +192,8 @@ def host_functions(
     async def explore(
         temperatures: list[float] | None = None, model: str = "always"
     ) -> dict[str, Any]:
+        if model not in ("always", "for branches"):
+            raise ValueError(f'model must be "always" or "for branches", not {model!r}')
         source = workspace.read_text(node.file)
         module, import_root = module_of(node.file, file_exists)
         project = project_of(node.file, file_exists)
@@ -207,7 +209,7 @@ def host_functions(
             probe=probe,
             draft=complete_drafts if drafting is not None else None,
             temperatures=[0.0, 0.7, 1.0] if temperatures is None else temperatures,
-            model=model,
+            model=cast(Literal["always", "for branches"], model),
         )
 
     def project_text(path: str) -> str:
@@ -256,10 +258,10 @@ def host_functions(
         with workspace.command_directory(extra={key: text}) as directory:
             argv = ["-m", "pytest", "-q", "-rA", "--tb=line", "-p", "no:cacheprovider"]
             try:
-                for plugins in (UNUSED_PLUGINS, ()):  # exit 4: the configuration needs them
+                for plugins in (UNUSED_PLUGINS, ()):  # the configuration or a fixture needs them
                     command = [*argv, *plugins, *(args or []), key]
                     ran = await commands.run("python", command, directory, project=workspace.root)
-                    if ran["exit_code"] != 4:
+                    if ran["exit_code"] != 4 and not re.search("^ERROR ", ran["stdout"], re.M):
                         break
             except SandboxFailed as exc:
                 fault(ErrorCode.SANDBOX_CRASHED, str(exc))

@@ -1,12 +1,12 @@
 """The input generator the test and sample_data agents share: propose, check, probe, choose.
 
 `explore_calls` gathers candidate calls of the job's function or method (call_candidates.py, plus
-the model's completions), drops every one the allow-list refuses (test_cases.parse_test_case),
-runs the rest twice with the probe in the OS sandbox (call_probe.py, through `probe`, which the
-host supplies: this layer runs nothing itself), and lets call_selection.py keep the few calls
-that cover the most branches. The test agent renders them as tests (case_render.py); the
-sample_data agent keeps the arguments of calls that returned, so a sample is a call the function
-accepts.
+the model's completions: always, or only for a branch the other calls leave), drops every one
+the allow-list refuses (test_cases.parse_test_case), runs the rest twice with the probe in the
+OS sandbox (call_probe.py, through `probe`, which the host supplies: this layer runs nothing
+itself), and lets call_selection.py keep the few calls that cover the most branches. The test
+agent renders them as tests (case_render.py); the sample_data agent keeps the arguments of
+calls that returned, so a sample is a call the function accepts.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from coverage.parser import PythonParser
 
@@ -45,7 +45,7 @@ async def explore_calls(
     probe: Probe,
     draft: Draft | None,
     temperatures: Sequence[float],
-    model: str = "always",
+    model: Literal["always", "for branches"] = "always",
 ) -> dict[str, Any]:
     """What the probe saw of the chosen calls of `target` in the module `source`, with the
     model's proposals among the candidates `model` "always" (realistic inputs: the
@@ -72,38 +72,45 @@ async def explore_calls(
     observed: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     coverage = True
 
-    async def choose(proposals: list[str], constructors: list[str]) -> Any:
-        """The candidates with these of the model's, those the allow-list passes, what the
-        probe saw of each (probing only calls not seen yet: each runs in a child of its own),
-        and the calls chosen."""
+    async def probed(checked: list[Candidate]) -> list[list[dict[str, Any]]]:
+        """What each probe run saw of each call, probing only calls not seen yet (each call
+        runs in a child process of its own: what was seen of one stays true)."""
         nonlocal coverage
-        candidates = candidate_calls(source, target, project_sources, proposals, constructors)
-        checked = [candidate for candidate in candidates if allowed(candidate, target, source)]
         new = [c for c in checked if (c.arguments, c.instance) not in observed]
         if new:
-            probed = [
+            runs = [
                 await probe(request | {"calls": [c.as_dict() for c in new]})
                 for _ in range(PROBE_RUNS)
             ]
-            coverage = coverage and all(bool(run.get("coverage")) for run in probed)
+            coverage = coverage and all(bool(run.get("coverage")) for run in runs)
             for index, candidate in enumerate(new):
                 observed[candidate.arguments, candidate.instance] = [
-                    run["results"][index] for run in probed
+                    run["results"][index] for run in runs
                 ]
-        runs = [[observed[c.arguments, c.instance][i] for c in checked] for i in range(PROBE_RUNS)]
-        chosen = select_calls([c.as_dict() for c in checked], runs, classes, module, target)
-        return candidates, checked, runs, chosen
+        return [[observed[c.arguments, c.instance][i] for c in checked] for i in range(PROBE_RUNS)]
 
-    if model not in ("always", "for branches"):
-        raise ValueError(f'model must be "always" or "for branches", not {model!r}')
-    candidates, checked, runs, chosen = await choose([], [])
-    # "for branches": the model is asked only for what the tools' own calls (call sites,
-    # doctests, the signature's values) leave: a branch none of the chosen calls took, or
-    # nothing to pin.
-    if model == "always" or not coverage or branches_left(source, lines, chosen["chosen"]):
+    if model == "always":
         proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
-        if proposals or constructors:
-            candidates, checked, runs, chosen = await choose(proposals, constructors)
+        candidates = candidate_calls(source, target, project_sources, proposals, constructors)
+    else:
+        candidates = candidate_calls(source, target, project_sources)
+    checked = [candidate for candidate in candidates if allowed(candidate, target, source)]
+    runs = await probed(checked)
+    chosen = select_calls([c.as_dict() for c in checked], runs, classes, module, target)
+    # "for branches": the model is asked only for what the calls found without it leave (a
+    # branch none of the chosen calls took, or nothing to pin), and its calls join them.
+    if model == "for branches" and (not coverage or branches_left(source, lines, chosen["chosen"])):
+        proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
+        known = {(c.arguments, c.instance) for c in candidates}
+        offered = candidate_calls(source, target, project_sources, proposals, constructors)
+        added = [
+            c for c in offered if c.origin == "model" and (c.arguments, c.instance) not in known
+        ]
+        if added:
+            candidates += added
+            checked += [candidate for candidate in added if allowed(candidate, target, source)]
+            runs = await probed(checked)
+            chosen = select_calls([c.as_dict() for c in checked], runs, classes, module, target)
     parameters = [p.name for p in parameters_of(definition, method=bool(owner))]
     if not checked:
         empty = {"tests": [], "samples": [], "dropped": [], "state": [], "coverage": False}
@@ -149,9 +156,12 @@ def branches_left(source: str, lines: Sequence[int], chosen: Sequence[Mapping[st
     `lines`) untaken, or nothing to pin."""
     if not chosen:
         return True
-    parser = PythonParser(text=source)
-    parser.parse_source()
-    exits = parser.exit_counts()
+    try:  # coverage.py's own parser: the arcs its tracer reports, numbered alike
+        parser = PythonParser(text=source)
+        parser.parse_source()
+        exits = parser.exit_counts()
+    except Exception:  # a coverage.py that parses otherwise: ask, as without branch data
+        return True
     first, last = lines
     branches = {(a, b) for a, b in parser.arcs() if first <= a <= last and exits.get(a, 0) > 1}
     taken = {(a, b) for item in chosen for a, b in item["seen"].get("arcs") or []}
