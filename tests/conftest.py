@@ -85,6 +85,13 @@ write_file(node["file"], text.replace(old, new))
 """
 
 
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started in the background by a shell (`pytest &`, a CI step run with `&`), which ignores
+    # SIGINT: the tests' `python -m remora` children would inherit that and never stop on the
+    # Ctrl-C the tests send. (A handler, unlike SIG_IGN, does not survive exec.)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def signal_handlers_restored() -> Iterator[None]:
     """A test that leaves SIGINT or SIGTERM handled otherwise fails, and the handlers are put
