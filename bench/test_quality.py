@@ -5,6 +5,7 @@ with their licences), each tool given the same wall-time budget per module, in o
     python bench/test_quality.py             # 4 libraries, 60 s per module, 60 mutants each
     python bench/test_quality.py --quick     # toposort only, 10 s, 10 mutants (about a minute)
     python bench/test_quality.py --budget-s 120 --libraries inflection,toposort
+    python bench/test_quality.py --pynguin none --every-call [--adapter DIR]   # the ceiling
 
 Per library and tool: the functions and methods the kept tests call directly (and, for Remora,
 those its report says it wrote tests for); whether the kept files pass together in three orders
@@ -62,6 +63,9 @@ TOOLS = ("remora", "pynguin")
 ORDERS = ("sorted", "reversed", "shuffled")
 PYTHON = sys.executable
 ADAPTER: Path | None = None
+EVERY_CALL = False
+"""--every-call: Remora through bench/_every_call_run.py (every pinnable call kept, the model
+always asked): what its candidates could kill at most, not what it ships."""
 """--adapter: the test agent runs with it (results: test_quality_adapter.json)."""
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 PINNED = ("TypeError", "AttributeError")
@@ -891,7 +895,8 @@ def _check(
 def run_remora(library: Library, folder: Path, timeout: float) -> tuple[dict[str, Any], Path]:
     project = copy_project(library.root, folder / "remora" / library.name)
     report_path = folder / f"remora-{library.name}.json"
-    command = [PYTHON, "-m", "remora", "analyze", ".", "--engine", "local", "--no-cache",
+    wrapper = [str(BENCH / "_every_call_run.py")] if EVERY_CALL else []
+    command = [PYTHON, *wrapper, "-m", "remora", "analyze", ".", "--engine", "local", "--no-cache",
                "--agents", "test", "--fix", "--format", "json", "-o", report_path]  # fmt: skip
     if ADAPTER:  # an adapter for the test agent (e.g. from `remora train test --from-tests`)
         command += ["-c", f"agents.test.adapter={ADAPTER}"]
@@ -982,6 +987,13 @@ def main() -> int:
         "(e.g. from `remora train test --from-tests`); results go to "
         "test_quality_adapter.json",
     )
+    parser.add_argument(
+        "--every-call",
+        action="store_true",
+        help="the ceiling of the test agent's candidates: keep every call it could pin and "
+        "always ask the model (bench/_every_call_run.py); results go to "
+        "test_quality_every_call.json (or _every_call_adapter with --adapter)",
+    )
     parser.add_argument("--remora-timeout-s", type=float, default=1200)
     parser.add_argument("--suite-timeout-s", type=float, default=120)
     parser.add_argument("--mutant-timeout-s", type=float, default=10)
@@ -999,9 +1011,11 @@ def main() -> int:
     cap = args.mutants or (10 if args.quick else 60)
     deadline = Deadline(60 * (args.max_minutes or (10 if args.quick else 50)))
     names = (args.libraries or (QUICK_LIBRARY if args.quick else ",".join(LIBRARIES))).split(",")
-    global ADAPTER
+    global ADAPTER, EVERY_CALL
     ADAPTER = args.adapter.resolve() if args.adapter else None
-    report = Report("test_quality" + ("_adapter" if ADAPTER else ""), args)
+    EVERY_CALL = args.every_call
+    name = "test_quality" + ("_every_call" if EVERY_CALL else "") + ("_adapter" if ADAPTER else "")
+    report = Report(name, args)
     libraries = [load_library(name.strip()) for name in names if name.strip()]
     pynguin = find_pynguin(args.pynguin)
     settings: dict[str, Any] = {
@@ -1010,6 +1024,7 @@ def main() -> int:
         "mutants_per_module": cap,
         "seed": args.seed,
         "adapter": str(ADAPTER) if ADAPTER else None,
+        "every_call": EVERY_CALL,
         "mutant_timeout_s": args.mutant_timeout_s,
         "pynguin": str(pynguin) if pynguin else None,
         "pynguin_version": pynguin_version(pynguin) if pynguin else None,
