@@ -20,6 +20,7 @@ from typing import Any
 def main() -> None:
     if sys.argv[1:3] != ["-m", "remora"]:
         raise SystemExit("usage: _every_call_run.py -m remora ARGS...")
+    sys.path[0] = os.getcwd()  # as `python -m` has it: the project, not bench/, comes first
     from remora.sandbox import externals
     from remora.tool_library import call_selection
 

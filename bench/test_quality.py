@@ -63,10 +63,10 @@ TOOLS = ("remora", "pynguin")
 ORDERS = ("sorted", "reversed", "shuffled")
 PYTHON = sys.executable
 ADAPTER: Path | None = None
+"""--adapter: the test agent runs with it (results: test_quality_adapter.json)."""
 EVERY_CALL = False
 """--every-call: Remora through bench/_every_call_run.py (every pinnable call kept, the model
 always asked): what its candidates could kill at most, not what it ships."""
-"""--adapter: the test agent runs with it (results: test_quality_adapter.json)."""
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 PINNED = ("TypeError", "AttributeError")
 

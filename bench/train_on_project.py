@@ -4,18 +4,21 @@ bench/results/train_on_project.json.
 
     python bench/train_on_project.py                 # 2 folds: train, draft; then the
                                                      # baseline (about 20 min)
-    python bench/train_on_project.py --baseline FILE # reuse docstring_quality.json
+    python bench/train_on_project.py --baseline FILE # a docstring_quality.json of this commit
     python bench/train_on_project.py --seed 1        # another training order
+                                                     # (train_on_project_seed1.json)
     python bench/train_on_project.py --quick         # fold 0 only (about 8 min)
 
 The docstring benchmark's corpus and folds (bench/docstring_quality.py: inflection, humanize,
 semver, every function docstring in one of two folds). For each fold: the three libraries with
 that fold's docstrings removed are what a user has, `remora train docstring --from-code` on
-them (the other fold's docstrings, and the classes' and modules', are the examples; nothing of
-the fold is in them), then the agent drafts the fold's docstrings with that adapter, exactly as
-`bench/docstring_quality.py --adapter` does. The baseline is the same runs without an adapter.
-Every draft on either side goes to the results file beside the author's line, for a person to
-judge (bench/README.md has the judgement); the proxy (content-word F1 >= 0.3) is reported too.
+the three together (the other fold's function docstrings and the classes' are the examples;
+nothing of the fold is in them: 33-37 examples, so `--min-examples 5`), then the agent drafts
+the fold's docstrings with that adapter, exactly as `bench/docstring_quality.py --adapter` does
+(`drafts: write`, private definitions included). The baseline is the same runs without an
+adapter. Every draft written at the agent's threshold on either side goes to the results file
+beside the author's line and the other side's draft, for a person to judge (bench/README.md has
+the judgement); the proxy (content-word F1 >= 0.3) is reported too.
 Goal (issue "Agents that learn..."): +20 points of acceptable first lines.
 """
 
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import docstring_quality as quality
-from _common import Report, common_arguments, workdir
+from _common import Report, common_arguments, git_commit, workdir
 
 EPOCHS = 3
 """A project has tens of documented definitions, not hundreds: three passes over them."""
@@ -51,12 +54,15 @@ def training_copy(folder: Path, fold: int) -> list[Path]:
 
 def train(code: list[Path], out: Path, seed: int) -> dict[str, Any]:
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "remora", "train", "docstring", "--isolated", "--from-code",
-         *map(str, code), "--out", str(out), "--epochs", str(EPOCHS), "--held-out", "0",
-         "--min-examples", "5", "--seed", str(seed), "--no-score"],
-        cwd=out.parent, capture_output=True, text=True, timeout=3600, check=False,
-    )  # fmt: skip
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "remora", "train", "docstring", "--isolated", "--from-code",
+             *map(str, code), "--out", str(out), "--epochs", str(EPOCHS), "--held-out", "0",
+             "--min-examples", "5", "--seed", str(seed), "--no-score"],
+            cwd=out.parent, capture_output=True, text=True, timeout=3600, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as stopped:
+        raise SystemExit(f"remora train took over {stopped.timeout:.0f} s; stopped") from None
     said = [line for line in done.stderr.splitlines() if line.startswith("remora:")]
     for line in said:
         print(f"  {line}", flush=True)
@@ -73,48 +79,73 @@ def drafts(fold: int, adapter: Path | None) -> list[dict[str, Any]]:
     return rows
 
 
+def baseline(path: Path, folds: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The rows of a docstring_quality.json run without an adapter, on both folds as here."""
+    document = json.loads(path.read_text())
+    if document.get("adapter") or "--adapter" in str(document.get("command")):
+        raise SystemExit(f"{path}: a run with an adapter; the baseline runs without one")
+    rows = [r for r in document["rows"] if r.get("fold") in folds]
+    wanted = {
+        (lib, item["file"], item["qualname"])
+        for lib in quality.LIBRARIES
+        for fold in folds
+        for i, item in enumerate(quality.documented(quality.CORPUS / lib))
+        if i % 2 == fold
+    }
+    if {(r["library"], r["file"], r["qualname"]) for r in rows} != wanted:
+        raise SystemExit(
+            f"{path}: not every removed docstring of folds {folds} (run "
+            "bench/docstring_quality.py --no-demo without --quick, --libraries or --folds)"
+        )
+    here, there = git_commit(), document.get("machine", {}).get("remora_commit")
+    if here != there:
+        print(f"warning: the baseline ran at {there}, this at {here}", file=sys.stderr)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common_arguments(parser)
-    parser.add_argument("--baseline", type=Path, help="docstring_quality.json (both folds) of "
-                        "the same code, instead of running the baseline")  # fmt: skip
+    parser.add_argument("--baseline", type=Path, help="docstring_quality.json (both folds, no "
+                        "adapter) of the same code, instead of running the baseline")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="remora train --seed")
     args = parser.parse_args()
-    report = Report("train_on_project", args)
+    report = Report("train_on_project" + (f"_seed{args.seed}" if args.seed else ""), args)
     threshold = quality.agent_threshold()
+    folds = (0,) if args.quick else (0, 1)
+    before = baseline(args.baseline, folds) if args.baseline else None
     after: list[dict[str, Any]] = []
     report.data["training"] = {}
-    folds = (0,) if args.quick else (0, 1)
     with workdir("train-on-project") as folder:
         for fold in folds:
             adapter = folder / f"adapter{fold}"
             trained = train(training_copy(folder, fold), adapter, args.seed)
             report.data["training"][f"fold {fold}"] = trained
             after += drafts(fold, adapter)
-    if args.baseline:
-        before = [r for r in json.loads(args.baseline.read_text())["rows"] if r["fold"] in folds]
-    else:
+    if before is None:
         before = [row for fold in folds for row in drafts(fold, None)]
-    key = {(r["file"], r["qualname"]): r for r in before}
+    key = {(r["library"], r["file"], r["qualname"]): r for r in before}
     report.data["before"] = quality.figures(before, threshold)
     report.data["after"] = quality.figures(after, threshold)
 
     def side(row: dict[str, Any], name: str) -> dict[str, Any]:
         return {f"{name}_{field}": row.get(field) for field in ("draft", "confidence", "f1")}
 
+    def shown(row: dict[str, Any]) -> bool:
+        return bool(row["written"] and row["confidence"] >= threshold)
+
+    pairs = [(key[r["library"], r["file"], r["qualname"]], r) for r in after]
     report.data["drafts"] = [
         {
             "library": row["library"],
+            "file": row["file"],
             "qualname": row["qualname"],
             "author": row["author"],
-            **side(key[row["file"], row["qualname"]], "before"),
+            **side(old, "before"),
             **side(row, "after"),
         }
-        for row in after
-        if any(
-            r["written"] and r["confidence"] >= threshold
-            for r in (row, key[row["file"], row["qualname"]])
-        )
+        for old, row in pairs
+        if shown(old) or shown(row)
     ]
     b, a = report.data["before"], report.data["after"]
     lift = 100 * (a["acceptable_proxy_rate"] - b["acceptable_proxy_rate"])
@@ -123,8 +154,8 @@ def main() -> int:
         "bench/README.md)",
         lift >= 20,
         f"{b['acceptable_proxy']} of {b['written']} written -> {a['acceptable_proxy']} of "
-        f"{a['written']} ({lift:+.0f} points); written {b['written']} -> {a['written']} of "
-        f"{a['removed']}; mean F1 {b['mean_f1']} -> {a['mean_f1']}",
+        f"{a['written']} ({round(lift) or 0:+d} points); written {b['written']} -> "
+        f"{a['written']} of {a['removed']}; mean F1 {b['mean_f1']} -> {a['mean_f1']}",
     )
     report.save()
     return 0
