@@ -63,13 +63,24 @@ def training_code(folder: Path, quick: bool) -> Path:
 
 
 def train(code: Path, out: Path, max_examples: int) -> dict[str, Any]:
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "remora", "train", "docstring", "--from-code", str(code),
-         "--out", str(out), "--max-examples", str(max_examples), "--epochs", "1",
-         "--held-out", "0.1"],
-        cwd=out.parent, capture_output=True, text=True, timeout=3 * 3600, check=False,
+    return remora_train(
+        ["--from-code", str(code), "--out", str(out), "--max-examples", str(max_examples),
+         "--epochs", "1", "--held-out", "0.1"],
+        out, timeout=3 * 3600,
     )  # fmt: skip
+
+
+def remora_train(arguments: list[str], out: Path, timeout: float) -> dict[str, Any]:
+    """`remora train docstring ARGUMENTS` (which write the adapter to `out`), its progress
+    lines echoed; the adapter's card and the wall time."""
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "remora", "train", "docstring", *arguments],
+            cwd=out.parent, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"remora train took over {timeout:.0f} s; stopped") from None
     said = [line for line in done.stderr.splitlines() if line.startswith("remora:")]
     for line in said:
         print(f"  {line}", flush=True)

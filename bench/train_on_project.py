@@ -27,14 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import docstring_quality as quality
 from _common import Report, common_arguments, git_commit, workdir
+from train_from_code import remora_train
 
 EPOCHS = 3
 """A project has tens of documented definitions, not hundreds: three passes over them."""
@@ -53,23 +52,11 @@ def training_copy(folder: Path, fold: int) -> list[Path]:
 
 
 def train(code: list[Path], out: Path, seed: int) -> dict[str, Any]:
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "remora", "train", "docstring", "--isolated", "--from-code",
-             *map(str, code), "--out", str(out), "--epochs", str(EPOCHS), "--held-out", "0",
-             "--min-examples", "5", "--seed", str(seed), "--no-score"],
-            cwd=out.parent, capture_output=True, text=True, timeout=3600, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as stopped:
-        raise SystemExit(f"remora train took over {stopped.timeout:.0f} s; stopped") from None
-    said = [line for line in done.stderr.splitlines() if line.startswith("remora:")]
-    for line in said:
-        print(f"  {line}", flush=True)
-    if done.returncode != 0:
-        raise SystemExit(f"remora train failed ({done.returncode}): {done.stderr[-2000:]}")
-    card = json.loads((out / "card.json").read_text())
-    return {"wall_s": round(time.perf_counter() - started, 1), "card": card}
+    return remora_train(
+        ["--isolated", "--from-code", *map(str, code), "--out", str(out), "--epochs", str(EPOCHS),
+         "--held-out", "0", "--min-examples", "5", "--seed", str(seed), "--no-score"],
+        out, timeout=3600,
+    )  # fmt: skip
 
 
 def drafts(fold: int, adapter: Path | None) -> list[dict[str, Any]]:
