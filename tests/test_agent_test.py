@@ -8,6 +8,7 @@ tests."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -452,3 +453,23 @@ def test_cases_construct_the_modules_own_classes(
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{written_count(result['summary'])} passed" in done.stdout
     assert code == 1
+
+
+def test_a_folder_named_with_quotes_cannot_end_the_test_files_docstring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The module's path is written into the test file's docstring; a repository's folder
+    named with three double quotes must not close it (and put what follows into the file as
+    code)."""
+    root = tmp_path / "project"
+    folder = root / 'q"""x'
+    folder.mkdir(parents=True)
+    (folder / "mod.py").write_text("def double(x: int) -> int:\n    return 2 * x\n")
+    monkeypatch.chdir(root)
+    _, report, _ = analyze('q"""x/mod.py', {"double": ["3)"]}, capsys, "--fix")
+    (result,) = report["results"]
+    assert result["status"] == "success", result["summary"]
+    (change,) = result["changes"]
+    text = (root / change["file"]).read_text()
+    assert "in q'''x/mod.py returned" in text
+    ast.parse(text)

@@ -5,9 +5,12 @@ from the base call the others vary (one or two parameters with their values as w
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from remora.tool_library.case_checks import code_name
 
 
 def describe(
@@ -77,3 +80,18 @@ def snake(name: str) -> str:
     name = name.replace(".", "_")
     name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
     return re.sub(r"_+", "_", name).lower().strip("_")
+
+
+def named_test(base: str, tail: str, number: int | None = None) -> str:
+    """`base` (a `code_name`) with the tail that says what the call's inputs were, where the
+    whole is a `code_name` too (the tail holds the argument's and the exception's names), and
+    the number that tells it from another test of the same name."""
+    name = base + tail if code_name(base + tail) else base
+    return name if number is None else f"{name}_{number}"
+
+
+def instance_variable(owner: str) -> str:
+    """The variable a method's tests hold the instance in: the class's name in snake_case, with
+    a trailing underscore where that is a keyword (`class Lambda`: `lambda_`)."""
+    variable = snake(owner)
+    return variable + "_" if keyword.iskeyword(variable) else variable

@@ -4,8 +4,9 @@ One test per behaviour, named for what its inputs say (`test_apply_discount_perc
 value_error`, not `test_apply_discount_5`). A test asserts the return value (floats with
 `pytest.approx`), or the exception with its message (`pytest.raises(ValueError, match=...)`,
 escaped) where the message is deterministic, and what the call left behind: the arguments it
-mutated, a method's instance state, a returned object's public state. Every value is a literal
-the probe saw read back equal; every call is text the allow-list (test_cases.py) accepted.
+mutated, a method's instance state, a returned object's public state. Every call is text the
+allow-list (test_cases.py) accepted; every name written as code is a `code_name` and every value
+of the probe's a `data_literal` (case_checks.py: the rest is not pinned).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from remora.tool_library.case_names import describe, snake
+from remora.tool_library.case_checks import code_name, writable
+from remora.tool_library.case_names import describe, instance_variable, named_test, snake
 
 MAX_STATE_ASSERTS = 4
 """Attributes asserted after a call: the ones that show the behaviour, not a dump."""
@@ -35,6 +37,11 @@ def render_tests(
     the others vary (names say how a call differs from it; else the first call that returned)."""
     owner, _, method = target.rpartition(".")
     base_name = "test_" + snake(f"{owner}_{method}" if owner else method)
+    written = [method, base_name, *([owner, instance_variable(owner)] if owner else [])]
+    if not all(code_name(name) for name in written):
+        return []
+    # Only what a test can write of the probe's reports (new items: tables match by identity).
+    chosen = [{"candidate": item["candidate"], "seen": writable(item["seen"])} for item in chosen]
     reference = base or next(
         (item["candidate"] for item in chosen if item["seen"].get("outcome") == "returned"),
         chosen[0]["candidate"] if chosen else {},
@@ -50,30 +57,26 @@ def render_tests(
             used.add(name)
             test = render_table(name, owner, method, table, parameters)
             # Each row as a test of its own, for when one row fails under pytest: the rest stay.
-            test["singles"] = [
-                render_one(
-                    f"{base_name}{describe(row['candidate'], reference, parameters, row['seen'])}"
-                    f"_{number}",
-                    owner,
-                    method,
-                    row["candidate"],
-                    row["seen"],
-                    parameters,
-                    module_name,
-                )
-                for number, row in enumerate(table, 1)
-            ]
+            test["singles"] = []
+            for number, row in enumerate(table, 1):
+                tail = describe(row["candidate"], reference, parameters, row["seen"])
+                call = (owner, method, row["candidate"], row["seen"], parameters, module_name)
+                single = render_one(named_test(base_name, tail, number), *call)
+                test["singles"] += [single] if single is not None else []
             tests.append(test)
             continue
         if any(item in rows for rows in tables):
             continue
-        name = base_name + describe(candidate, reference, parameters, seen)
+        tail = describe(candidate, reference, parameters, seen)
+        name = named_test(base_name, tail)
         number = 2
         while name in used:
-            name = f"{base_name}{describe(candidate, reference, parameters, seen)}_{number}"
+            name = named_test(base_name, tail, number)
             number += 1
-        used.add(name)
-        tests.append(render_one(name, owner, method, candidate, seen, parameters, module_name))
+        one = render_one(name, owner, method, candidate, seen, parameters, module_name)
+        if one is not None:  # else a name in the call cannot be written as code
+            used.add(name)
+            tests.append(one)
     return tests
 
 
@@ -160,7 +163,8 @@ def example_tables(
 
 def argument_names(text: str, parameters: Sequence[str]) -> list[str] | None:
     """The names the arguments of a call bind to (positional by the parameters' order), or None
-    where one cannot be a test's parameter (unknown position, a clash with `expected`)."""
+    where one cannot be a test's parameter (unknown position, a clash with `expected`, a name
+    that is no `code_name`: it is written as code)."""
     try:
         node = ast.parse(f"_({text})", mode="eval").body
     except SyntaxError:
@@ -169,7 +173,9 @@ def argument_names(text: str, parameters: Sequence[str]) -> list[str] | None:
     if len(node.args) > len(parameters):
         return None
     names = [*parameters[: len(node.args)], *(str(k.arg) for k in node.keywords)]
-    return None if "expected" in names or len(set(names)) != len(names) else names
+    if "expected" in names or len(set(names)) != len(names):
+        return None
+    return names if all(code_name(name) for name in names) else None
 
 
 def render_table(
@@ -196,8 +202,8 @@ def render_table(
     arguments = [*names[:positional], *(f"{n}={n}" for n in names[positional:])]
     call = f"{method}({', '.join(arguments)})"
     if owner:
-        lines.append(f"    {snake(owner)} = {first['instance']}")
-        call = method_call(snake(owner), method, arguments)
+        lines.append(f"    {instance_variable(owner)} = {first['instance']}")
+        call = method_call(instance_variable(owner), method, arguments)
     if rows[0]["seen"].get("generator") and not call.startswith("list("):
         call = f"list({call})"
     if call.startswith(("(", "not ")) or " in " in call or " == " in call:
@@ -224,29 +230,36 @@ def render_one(
     seen: Mapping[str, Any],
     parameters: Sequence[str],
     module_name: str,
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
+    """One call's test (`seen` is `writable`), or None where a keyword argument's name is no
+    `code_name` (`**{...}`): the call cannot be written."""
     lines = [f"def {name}():"]
     names: list[str] = []
     uses_pytest = False
     call_node = ast.parse(f"_({candidate['arguments']})", mode="eval").body
     assert isinstance(call_node, ast.Call)
+    if not all(code_name(named.arg) for named in call_node.keywords):
+        return None
     mutated: Mapping[str, str | None] = seen.get("mutated") or {}
     arguments = []
+    variables = []  # the mutated arguments, held in variables to assert afterwards
     for position, argument in enumerate(call_node.args):
         parameter = parameters[position] if position < len(parameters) else ""
-        if parameter in mutated and mutated[parameter] is not None:
+        if code_name(parameter) and mutated.get(parameter) is not None:
             lines.append(f"    {parameter} = {ast.unparse(argument)}")
             arguments.append(parameter)
+            variables.append(parameter)
         else:
             arguments.append(source_of(candidate["arguments"], argument))
-    for keyword in call_node.keywords:
-        if keyword.arg is not None and mutated.get(keyword.arg) is not None:
-            lines.append(f"    {keyword.arg} = {ast.unparse(keyword.value)}")
-            arguments.append(f"{keyword.arg}={keyword.arg}")
+    for named in call_node.keywords:
+        if mutated.get(str(named.arg)) is not None:
+            lines.append(f"    {named.arg} = {ast.unparse(named.value)}")
+            arguments.append(f"{named.arg}={named.arg}")
+            variables.append(str(named.arg))
         else:
-            arguments.append(f"{keyword.arg}={source_of(candidate['arguments'], keyword.value)}")
+            arguments.append(f"{named.arg}={source_of(candidate['arguments'], named.value)}")
     if owner:
-        variable = snake(owner)
+        variable = instance_variable(owner)
         lines.append(f"    {variable} = {candidate['instance']}")
         call = method_call(variable, method, arguments)
     else:
@@ -283,15 +296,14 @@ def render_one(
         else:
             lines.append(f"    result = {call}")
             if seen.get("attributes") is not None:
-                lines.append(f"    assert type(result).__name__ == {seen.get('type')!r}")
+                lines.append(f"    assert type(result).__name__ == {str(seen.get('type'))!r}")
                 for attribute, text in list(seen["attributes"].items())[:MAX_STATE_ASSERTS]:
                     lines.append(f"    assert result.{attribute} == {text}")
-        for parameter, text in mutated.items():
-            if text is not None:
-                lines.append(f"    assert {parameter} == {text}")
+        for parameter in variables:
+            lines.append(f"    assert {parameter} == {mutated[parameter]}")
         if owner:
             for attribute, text in list((seen.get("instance") or {}).items())[:MAX_STATE_ASSERTS]:
-                lines.append(f"    assert {snake(owner)}.{attribute} == {text}")
+                lines.append(f"    assert {variable}.{attribute} == {text}")
     return finished(name, lines, owner, method, candidate, names, uses_pytest)
 
 
@@ -326,8 +338,9 @@ def pattern_literal(message: str) -> str:
 
 
 def class_names(text: str) -> list[str]:
-    """The constructors a call text uses (capitalized names called)."""
-    return re.findall(r"\b([A-Z]\w*)\(", text)
+    """The constructors a call text uses (capitalized names called; imported, so each a
+    `code_name`)."""
+    return [name for name in re.findall(r"\b([A-Z]\w*)\(", text) if code_name(name)]
 
 
 def source_of(text: str, node: ast.expr) -> str:
@@ -344,10 +357,13 @@ def render_module(
     tests: Sequence[Mapping[str, Any]],
 ) -> str:
     """The whole test file: the docstring lines, imports, the sys.path line that lets the tests
-    import the module (from `import_root`) without installing it, and the tests."""
+    import the module (from `import_root`) without installing it, and the tests. ValueError
+    where the module's dotted name is not one an import can name."""
+    if not all(code_name(part) for part in module.split(".")):
+        raise ValueError(f"{module!r} cannot be imported by name")
     names: list[str] = []
     for test in tests:
-        names += [name for name in test["names"] if name not in names]
+        names += [name for name in test["names"] if name not in names and code_name(name)]
     lines = [*header_lines, "import pathlib", "import sys", ""]
     if any(test["uses_pytest"] for test in tests):
         lines += ["import pytest", ""]

@@ -22,6 +22,7 @@ from remora.tool_library.call_candidates import Candidate, candidate_calls, find
 from remora.tool_library.call_prompts import call_prompt, constructor_prompt
 from remora.tool_library.call_selection import select_calls, stable
 from remora.tool_library.calls import Draft, continued_arguments
+from remora.tool_library.case_checks import writable
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.parameter_values import parameters_of
 from remora.tool_library.test_cases import parse_test_case
@@ -84,8 +85,10 @@ async def explore_calls(
             ]
             coverage = coverage and all(bool(run.get("coverage")) for run in runs)
             for index, candidate in enumerate(new):
+                # Only what a test can write is selected for: a state entry named by a key
+                # the model chose (`self.__dict__.update(fields)`) is no attribute to pin.
                 observed[candidate.arguments, candidate.instance] = [
-                    run["results"][index] for run in runs
+                    writable(run["results"][index]) for run in runs
                 ]
         return [[observed[c.arguments, c.instance][i] for c in checked] for i in range(PROBE_RUNS)]
 

@@ -1,0 +1,73 @@
+"""What a rendered test may hold of what the probe reported, checked here before rendering.
+
+The probe (call_probe.py) runs in the sandbox and reports what it saw: values as reprs, the
+public state of objects by attribute name. A key of a mapping the model chose can be such a name
+(`self.__dict__.update(fields)`, `setattr` in a loop), so a report written into a test unchecked
+would be code the model chose (`assert result.a == 0 or __import__("os").system(...) == 0 or
+result.a == 1`), run by check_tests and then, after `--fix`, by the user's pytest. So every name
+a test writes as code (an attribute, a keyword argument, a test's parameter or variable, an
+imported name, an exception, a test's name) is a `code_name`, every value is a `data_literal`,
+and `writable` leaves out of an observation whatever is neither: it is not pinned.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+
+def code_name(name: object) -> bool:
+    """Whether `name` may be written as a name in a test's code: an identifier that is not a
+    keyword (soft keywords such as `match` are names), and its own NFKC form (Python folds an
+    identifier to it, so `result.\ufb01le` would read the attribute `file`, not `\ufb01le`)."""
+    return (
+        isinstance(name, str)
+        and name.isidentifier()
+        and not keyword.iskeyword(name)
+        and unicodedata.normalize("NFKC", name) == name
+    )
+
+
+def data_literal(text: object) -> str | None:
+    """The code for a value the probe saw (its repr), or None when it is not a literal: the
+    text's syntax tree, when `ast.literal_eval` reads it (numbers, strings, bytes, True, False,
+    None, containers of them), unparsed, so nothing else of the text reaches a test (a call, a
+    comment that would swallow the rest of the line)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        tree = ast.parse(text, mode="eval")
+        ast.literal_eval(tree)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    return ast.unparse(tree)
+
+
+def writable(seen: Mapping[str, Any]) -> dict[str, Any]:
+    """The probe's observation of one call with only what a test can write: the value a
+    literal (else None: not pinned), the entries of the returned object's and the instance's
+    state and of the mutated arguments named by a `code_name` (the others are not pinned), and
+    an exception whose name is no `code_name` as its nearest built-in base."""
+    kept = dict(seen)
+    if "value" in kept:
+        kept["value"] = data_literal(kept["value"])
+    for key in ("attributes", "instance", "mutated"):
+        state = seen.get(key)
+        if state is None:
+            continue
+        entries = state.items() if isinstance(state, Mapping) else []
+        values = {name: data_literal(text) for name, text in entries if code_name(name)}
+        # A mutated argument's None says it changed to no literal (which a test cannot pin,
+        # but the selection counts); state entries are pinned or left out.
+        keep_none = key == "mutated"
+        kept[key] = {name: text for name, text in values.items() if text is not None or keep_none}
+    if "exception_bases" in seen:
+        bases = seen["exception_bases"] if isinstance(seen["exception_bases"], list) else []
+        kept["exception_bases"] = [base for base in bases if code_name(base)]
+    if seen.get("outcome") == "raised" and not code_name(seen.get("exception")):
+        kept["exception"] = (kept.get("exception_bases") or ["Exception"])[0]
+        kept["exception_module"] = "builtins"
+    return kept
