@@ -4,6 +4,7 @@ only, or really sent). A real subprocess; the test is the editor, byte for byte.
 
 from __future__ import annotations
 
+import io
 import json
 import queue
 import subprocess
@@ -12,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from remora.editor.server import MAX_MESSAGE_BYTES
+from remora.editor.server import MAX_MESSAGE_BYTES, BoundedStdin
 
 CODE_ACTION = {
     "textDocument": {"uri": "file:///nowhere/a.py"},
@@ -173,3 +174,84 @@ def test_an_oversized_message_is_skipped_and_the_editor_still_served(tmp_path: P
     assert log.count("skipping a message of 67108865 bytes") == 2
     assert "skipped a header line longer than 4096 bytes from the editor" in log
     assert "Traceback" not in log
+
+
+def test_a_frame_declaring_99999999999_bytes_then_a_request_gets_the_answer(
+    tmp_path: Path,
+) -> None:
+    """The declared bytes never come: the next message follows at once. Skipping 99999999999
+    bytes would wait for them forever (a server alive that answers nothing more); the next
+    message's header, which no JSON body can hold, ends the skip there."""
+    server = Server(tmp_path)
+    assert "capabilities" in server.initialize()["result"]
+    server.send(notification("initialized", {}))
+    server.send(b"Content-Length: 99999999999\r\n\r\n")
+    server.send(request(2, "textDocument/codeAction", CODE_ACTION))
+    shown = server.next(within=5)
+    assert shown["method"] == "window/showMessage"
+    assert shown["params"]["message"] == (
+        "Remora skipped a message from the editor that declared 99999999999 bytes: the next "
+        "message began after 0 of them"
+    )
+    assert server.next(within=5) == {"jsonrpc": "2.0", "id": 2, "result": []}
+    # A part of a body sent, then the next message: the same.
+    server.send(b'Content-Length: 99999999999\r\n\r\n{"jsonrpc": "2.0", ')
+    server.send(request(3, "textDocument/codeAction", CODE_ACTION))
+    assert "after 19 of them" in server.next(within=5)["params"]["message"]
+    assert server.next(within=5) == {"jsonrpc": "2.0", "id": 3, "result": []}
+    code, log = server.finish()
+    assert code == 0
+    assert "declared 99999999999 bytes" in log and "Traceback" not in log
+
+
+def test_a_frame_declaring_more_bytes_than_it_holds_does_not_stall_the_next(
+    tmp_path: Path,
+) -> None:
+    """Under the cap too: a frame that declares 1,000 bytes and holds 2 is followed by a
+    request, which is answered (the server used to wait for the 998 bytes, forever)."""
+    server = Server(tmp_path)
+    assert "capabilities" in server.initialize()["result"]
+    server.send(notification("initialized", {}))
+    server.send(b"Content-Length: 1000\r\n\r\n{}")
+    server.send(request(2, "textDocument/codeAction", CODE_ACTION))
+    assert "declared 1000 bytes" in server.next(within=5)["params"]["message"]
+    assert server.next(within=5) == {"jsonrpc": "2.0", "id": 2, "result": []}
+    code, _ = server.finish()
+    assert code == 0
+
+
+class Trickle:
+    """stdin as a slow pipe gives it: one byte per read."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        return self._data.readline(size)
+
+    def read1(self, size: int = -1, /) -> bytes:
+        return self._data.read(min(size, 1))
+
+
+def test_the_next_message_is_found_in_a_short_body_however_it_arrives() -> None:
+    """The reader as pygls drives it (header lines, then the body), the bytes one at a time: a
+    header split between reads is still found; a body that only quotes a header (as JSON
+    text, its CR LF escaped) is read whole."""
+    quoting = request(3, "x", {"text": "Content-Length: 5\r\n\r\n{}"})
+    assert b"Content-Length: 5\\r\\n" in quoting
+    reader = BoundedStdin(Trickle(b"Content-Length: 1000\r\n\r\n{}" + request(2, "x") + quoting))
+
+    def next_body() -> bytes:
+        length = 0
+        while (line := reader.readline()) != b"\r\n":
+            length = int(line.split(b":")[1])
+        return reader.read(length)
+
+    assert json.loads(next_body()) == {
+        "jsonrpc": "2.0",
+        "method": "$/remora/refusedMessage",
+        "params": {"bytes": 1000, "sent": 2},
+    }
+    assert json.loads(next_body())["id"] == 2
+    assert json.loads(next_body())["params"]["text"] == "Content-Length: 5\r\n\r\n{}"
+    assert reader.readline() == b""

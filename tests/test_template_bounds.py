@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -244,3 +246,73 @@ def test_a_bound_broken_at_job_time_is_that_jobs_error(
     assert result["status"] == "error" and code == 2
     assert result["error"]["code"] == "agent_template"
     assert "would make more than 1,048,576" in result["error"]["message"]
+
+
+DEEP = {
+    # Too deep for jinja2's parser, which recurses per level.
+    "if, 50,000 deep": "{% if x %}" * 50_000 + "{% endif %}" * 50_000,
+    "with, 50,000 deep": "{% with %}" * 50_000 + "{% endwith %}" * 50_000,
+    "parentheses, 50,000 deep": "{{ " + "(" * 50_000 + "1" + ")" * 50_000 + " }}",
+    "lists, 50,000 deep": "{{ " + "[" * 50_000 + "]" * 50_000 + " }}",
+    "not, 50,000 deep": "{{ " + "not " * 50_000 + "1 }}",
+    # Parsed in a loop, then too deep for its code generator, which recurses per operand.
+    "'+', 50,000 operands": "{{ " + "1 + " * 50_000 + "1 }}",
+    "filters, 50,000 in a row": "{{ 1" + " | abs" * 50_000 + " }}",
+    # Fine for jinja2, too deep for Python's compiler (its own limits, a SyntaxError).
+    "for, 25 deep": "{% for i in [1] %}" * 25 + "{% endfor %}" * 25,
+    "if, 150 deep": "{% if 1 %}" * 150 + "{% endif %}" * 150,
+}
+
+
+@pytest.mark.parametrize("template", DEEP.values(), ids=DEEP.keys())
+def test_a_template_nested_too_deeply_is_refused_with_file_and_line(
+    tmp_path: Path, template: str
+) -> None:
+    """Nested past what jinja2 (or Python's compiler) can take: the agent's file, the line of
+    `node_context`, and what to do; it was `internal error: RecursionError`."""
+    path = write_agent(tmp_path, template)
+    with pytest.raises(UserInputError) as caught:
+        load_agent(path, model="m")
+    message = str(caught.value)
+    assert f"{path}:{NODE_CONTEXT_LINE}: node_context: " in message
+    assert "template line 2" in message and "nests too deeply" in message
+    assert "flatten" in message  # what to do
+    assert len(message) < 2_000  # the template quoted by its start only
+
+
+def test_a_template_nested_too_deeply_ends_remora_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_agent(tmp_path, DEEP["if, 50,000 deep"])
+    code = main(["list-agents", "--isolated", "-c", f"agents.bounded.definition={path}"])
+    error = capsys.readouterr().err
+    assert code == 2
+    assert f"{path}:{NODE_CONTEXT_LINE}: node_context: " in error
+    assert "internal error" not in error and "RecursionError" not in error
+
+
+DEEPER = {
+    # Left open: the parser gives up long before it could miss an `endif` (and a 5 MB agent
+    # file takes PyYAML seconds to read; the test is the nesting).
+    "if, 500,000 deep": "{% if x %}" * 500_000,
+    "parentheses, 500,000 deep": "{{ " + "(" * 500_000 + "1" + ")" * 500_000 + " }}",
+}
+
+
+@pytest.mark.parametrize("template", DEEPER.values(), ids=DEEPER.keys())
+def test_a_template_nested_500_000_deep_is_refused_not_a_crash(
+    tmp_path: Path, template: str
+) -> None:
+    """Ten times deeper, in a process of its own: jinja2's parser and code generator recurse in
+    Python, where the recursion limit stops them; never a crash of the C stack."""
+    path = write_agent(tmp_path, template)
+    agent = f"agents.bounded.definition={path}"
+    done = subprocess.run(
+        [sys.executable, "-m", "remora", "list-agents", "--isolated", "-c", agent],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert f"{path}:{NODE_CONTEXT_LINE}: node_context: " in done.stderr
+    assert "nests too deeply" in done.stderr and "internal error" not in done.stderr

@@ -178,3 +178,180 @@ def test_a_cache_entry_retargeted_to_another_file_is_a_miss(
         assert len(server.requests) == 3  # asked again: the entry was not believed
     assert "pkg/other.py" not in capsys.readouterr().out
     assert tree_hash(project) == before
+
+
+NESTED = '''\
+import functools
+
+
+class Stock:
+    """Goods on hand."""
+
+    def add(self, n):
+        self.count += n
+        return self.count
+
+    def remove(self, n):
+        return self.count - n
+
+
+@functools.cache
+def total(items):
+    return sum(items)
+
+
+def later():
+    """Said here."""
+    return 1
+'''
+ESCAPES = {
+    # Each replaces the node's last line (a line-based check saw only that line change): what
+    # follows it dedents out of the node.
+    "module code after a function": (
+        "total",
+        "    return sum(items)\n",
+        "    return sum(items) or 0\nimport os\nos.system('touch pwned')\n",
+    ),
+    "module code after a method": (
+        "Stock.remove",
+        "        return self.count - n\n",
+        "        return self.count - n - 0\nimport os\n",
+    ),
+    # Dedented to the class: a new method of Stock, not of `add`.
+    "a class attribute after a method": (
+        "Stock.add",
+        "        return self.count\n",
+        "        return self.count + 0\n\n    def evil(self):\n        return 1\n",
+    ),
+    "module code after a class": (
+        "Stock",
+        "        return self.count - n\n",
+        "        return self.count - n - 0\n\n\nPWNED = __import__('os').system('x')\n",
+    ),
+    # A string left open in the node closes in the next function's docstring.
+    "a string that swallows the next definition": (
+        "total",
+        "    return sum(items)\n",
+        '    return sum(items), """\n',
+    ),
+    "a line continued past the node's end": (
+        "total",
+        "    return sum(items)\n",
+        "    return sum(items) + \\\n",
+    ),
+    "a syntax error in the node": ("total", "    return sum(items)\n", "    return sum(items\n"),
+    "another kind of definition": ("total", "def total(items):\n", "class total(items):\n"),
+    "another name": ("total", "def total(items):\n", "def totals(items):\n"),
+}
+
+
+@pytest.mark.parametrize(("name", "old", "new"), ESCAPES.values(), ids=ESCAPES.keys())
+def test_the_node_scope_refuses_a_change_that_leaves_the_node_as_parsed(
+    tmp_path: Path, name: str, old: str, new: str
+) -> None:
+    """Each change touches only the node's own lines, so a line-based check let it through;
+    parsed, it adds code outside the node (or changes what the node is)."""
+    root = write_files(tmp_path, {"pkg/mod.py": NESTED})
+    node = next(n for n in discover_nodes([root], root=root).nodes if n.qualified_name == name)
+    before = (root / "pkg" / "mod.py").read_text()
+    assert before.count(old) == 1
+    after = before.replace(old, new)
+    refusal = write_scope(["node"], node, {}, root).refusal("pkg/mod.py", before, after)
+    assert refusal is not None and refusal.startswith("pkg/mod.py: "), refusal
+    assert name in refusal
+
+
+ALLOWED = {
+    "a docstring": (
+        "Stock.add",
+        "    def add(self, n):\n",
+        '    def add(self, n):\n        """Add n."""\n',
+    ),
+    "a new last line": (
+        "Stock.add",
+        "        return self.count\n",
+        "        self.log()\n        return self.count\n",
+    ),
+    "the body rewritten, a nested function added": (
+        "total",
+        "    return sum(items)\n",
+        "    def add(a, b):\n        return a + b\n\n    return functools.reduce(add, items, 0)\n",
+    ),
+    "the decorator changed": ("total", "@functools.cache\n", "@functools.lru_cache(8)\n"),
+    "a class's method changed": ("Stock", "self.count - n", "max(self.count - n, 0)"),
+}
+
+
+@pytest.mark.parametrize(("name", "old", "new"), ALLOWED.values(), ids=ALLOWED.keys())
+def test_the_node_scope_allows_any_change_inside_the_node(
+    tmp_path: Path, name: str, old: str, new: str
+) -> None:
+    root = write_files(tmp_path, {"pkg/mod.py": NESTED})
+    node = next(n for n in discover_nodes([root], root=root).nodes if n.qualified_name == name)
+    after = NESTED.replace(old, new)
+    assert after != NESTED
+    assert write_scope(["node"], node, {}, root).refusal("pkg/mod.py", NESTED, after) is None
+
+
+def test_a_job_that_adds_module_code_after_its_node_changes_nothing(
+    project: Path,
+    probe_config: Path,
+    probe_agent: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """End to end: an agent that may write only its node replaces the node's last line with
+    that line and module-level code; `--fix` writes nothing, the result says why."""
+    monkeypatch.chdir(project)
+    probe_agent.write_text(probe_agent.read_text().replace("writes: [node_file]", "writes: [node]"))
+    last = "    return text.upper()\n"
+    escape = "    return text.upper() or ''\nimport os\nos.system('x')\n"
+    script = [
+        tool_call("replace_text", {"old": last, "new": escape}),
+        tool_call("find_todos", {"marker": "NO-SUCH-MARKER"}),
+        tool_call("submit_result", {"summary": "s", "todo_count": 0}),
+    ]
+    before = tree_hash(project)
+    with ScriptedModelServer(script=script) as server:
+        main(["analyze", "pkg", "--base-url", server.base_url, "--fix", "--format", "json"])
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert result["status"] == "success", result["error"]
+    assert result["changes"] == []
+    [refused] = result["refused_changes"]
+    assert refused.startswith("pkg/shout.py: ") and "shout" in refused
+    assert tree_hash(project) == before
+
+
+@pytest.mark.parametrize(
+    ("entry", "options", "allowed", "refused"),
+    [
+        (
+            "{project}/{options.tests_dir}/test_{module}_{qualname}.py",
+            {"tests_dir": "tests"},
+            "tests/test_mod_first.py",
+            [
+                "tests/test_mod_first.py/conftest.py",
+                "tests/test_mod_first.py/sub/test_x.py",
+                "tests/test_mod_first.py/__init__.py",
+            ],
+        ),
+        (
+            "{project}/{options.fixtures_dir}/{module}_{name}.json",
+            {"fixtures_dir": "fixtures"},
+            "fixtures/mod_first.json",
+            ["fixtures/mod_first.json/conftest.py", "fixtures/mod_first.json/x/y.json"],
+        ),
+        # A wildcard matches within one name, never a folder and what is below it.
+        ("notes/*.txt", {}, "notes/a.txt", ["notes/a.txt/conftest.py", "notes/a/b.txt"]),
+        ("notes/?.txt", {}, "notes/a.txt", ["notes/a.txt/b", "notes/ab.txt", "notes//.txt"]),
+        ("notes/[ab].txt", {}, "notes/b.txt", ["notes/b.txt/c", "notes/c.txt", "notes/a"]),
+    ],
+)
+def test_a_path_scope_matches_that_file_exactly(
+    tmp_path: Path, entry: str, options: dict[str, str], allowed: str, refused: list[str]
+) -> None:
+    root = write_files(tmp_path, {"pyproject.toml": "", "mod.py": MODULE})
+    scope = write_scope([entry], node_named(root, "first"), options, root)
+    assert scope.refusal(allowed, None, "x") is None
+    for path in refused:
+        assert scope.refusal(path, None, "x") is not None, path

@@ -142,7 +142,9 @@ class AgentDefinition(Strict):
     @classmethod
     def _template_compiles(cls, template: str) -> str:
         try:
-            TEMPLATES.parse(template)
+            # Compiled, not only parsed: nesting too deep for the code generator or for
+            # Python's compiler is a syntax error too (agents/templates.py).
+            TEMPLATES.compile(template)
         except jinja2.TemplateSyntaxError as exc:
             raise ValueError(
                 f"template syntax error on template line {exc.lineno}: {exc.message}"

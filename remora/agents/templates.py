@@ -12,11 +12,17 @@ The clock is looked at in every loop's every item, every call (macros included),
 operator and output, and every item of a lazy filter's result (map, select, batch...): all a
 template can do between two looks is straight-line code and one step on values the size bound
 keeps small. No trace function: under one, Python 3.11 runs all code several times slower.
+
+A template nested deeper than jinja2's parser and code generator can recurse (both recurse in
+Python, per level: `{% if %}` or `(` 50,000 deep, a chain of 50,000 `+` or filters), or than
+Python's compiler takes (20 nested loops, 100 levels of indentation), is a TemplateSyntaxError
+naming the template line, never a RecursionError or SyntaxError out of a load.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -27,6 +33,8 @@ from typing import Any, TypeVar
 import jinja2
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
+from jinja2.exceptions import TemplateSyntaxError
+from jinja2.parser import Parser
 from jinja2.runtime import Context, Macro, markup_join, str_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 from jinja2.utils import Namespace, generate_lorem_ipsum, pass_context
@@ -48,6 +56,14 @@ __all__ = ["MAX_CHARS", "RENDER_SECONDS", "BoundedEnvironment", "TemplateBoundEr
 
 RENDER_SECONDS = 0.5
 """Longest a render may run, its loops and macro calls included."""
+
+_FLATTEN = (
+    "flatten it: fewer blocks inside blocks, parentheses inside parentheses, operators or "
+    "filters in one expression"
+)
+"""What to do about a template nested too deeply."""
+_DEBUG_INFO = re.compile(r"^debug_info = '([0-9=&]*)'$", re.MULTILINE)
+"""The last line of the code jinja2 generates: `template line=code line` pairs."""
 
 _TIMED = "remora_timed_items"
 """The filter every `{% for %}` takes its items through (jinja2 lets no new kind of node be
@@ -235,6 +251,40 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         self.filters[_TIMED] = _timed_items
         self.globals.update(range=_range, namespace=_namespace, lipsum=_lipsum)
 
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        parser = Parser(self, source, name, filename)
+        try:
+            return parser.parse()
+        except RecursionError:
+            line = parser.stream.current.lineno
+        message = f"the template nests too deeply to parse; {_FLATTEN}"
+        raise TemplateSyntaxError(message, line, name, filename)
+
+    def _generate(
+        self,
+        source: nodes.Template,
+        name: str | None,
+        filename: str | None,
+        defer_init: bool = False,
+    ) -> str:
+        try:
+            return super()._generate(source, name, filename, defer_init)
+        except RecursionError:
+            pass
+        message = f"the template nests too deeply to compile; {_FLATTEN}"
+        raise TemplateSyntaxError(message, _deepest_line(source), name, filename)
+
+    def _compile(self, source: str, filename: str) -> types.CodeType:
+        try:
+            return super()._compile(source, filename)
+        except (SyntaxError, RecursionError, MemoryError) as exc:
+            # Python's own limits on the code generated (20 nested loops, 100 indents).
+            why = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
+            at = exc.lineno if isinstance(exc, SyntaxError) else None
+            line = _template_line(source, at)
+        message = f"the template nests too deeply for Python to compile ({why}); {_FLATTEN}"
+        raise TemplateSyntaxError(message, line, filename=filename)
+
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         _tick()
         binop_cost(operator, left, right)
@@ -265,3 +315,28 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         refuse_over(chars, "'~'")
         join = markup_join if context.eval_ctx.autoescape else str_join
         return _made(join(operands), "'~'")
+
+
+def _deepest_line(template: nodes.Template) -> int:
+    """The template line of the node nested deepest (found without recursion)."""
+    deepest, line = -1, 1
+    stack: list[tuple[nodes.Node, int]] = [(template, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest, line = depth, getattr(node, "lineno", None) or line
+        stack.extend((child, depth + 1) for child in node.iter_child_nodes())
+    return line
+
+
+def _template_line(code: str, code_line: int | None) -> int:
+    """The template line of a line of the code jinja2 generated (its debug info maps them);
+    without one, of the most indented line."""
+    lines = code.splitlines()
+    if code_line is None:
+        indents = [len(text) - len(text.lstrip(" ")) for text in lines]
+        code_line = indents.index(max(indents, default=0)) + 1 if indents else 1
+    found = _DEBUG_INFO.search(code)
+    pairs = [pair.split("=") for pair in found.group(1).split("&")] if found else []
+    lines_before = [int(t) for t, c in pairs if t.isdigit() and c.isdigit() and int(c) <= code_line]
+    return lines_before[-1] if lines_before else 1

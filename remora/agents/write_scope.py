@@ -4,13 +4,18 @@ makes and every change read back from the cache.
 An agent folder may come with a project nobody here wrote, and its tools run a model's code:
 what a job may change is declared, not inferred from what it did. Entries are
 
-- `node`: inside the node's own lines of its file (a docstring);
+- `node`: inside the node's own span of its file as Python parses it (a docstring): the text
+  before and after the node unchanged, and the new text one definition of the same kind and
+  qualified name, ending where the old one ended. Checked on lines alone, a node's last line
+  replaced by `return x` and a dedented `import os` would add module code;
 - `node_file`: anywhere in the node's file (a lint fix);
 - a path in the project, with placeholders `{project}` (the nearest folder up with a project
   or pytest configuration file), `{folder}` (the node's file's folder), `{module}` (the last
   name of its module), `{name}` (the node's name), `{qualname}` (its qualified name with dots as
   underscores: `Stock_add` for the method `Stock.add`) and `{options.KEY}` (the agent's effective
-  option), and gitignore-style wildcards of the agent's own (`*`, `?`, `[...]`).
+  option), and wildcards of the agent's own (`*` and `?` within one name, `[...]`). A path
+  matches that one file: not, as a gitignore pattern would, a folder of that name and every
+  file below it (`tests/test_a_f.py/conftest.py`).
 
 Placeholders are filled from the project as it is on disk, never from a job's own writes (a job
 that creates a `pyproject.toml` does not move its own scope), and their values are matched
@@ -19,16 +24,14 @@ literally.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pathspec import GitIgnoreSpec
-
-from remora.discovery.nodes import Node
+from remora.discovery.nodes import Definition, Node, NodeType
+from remora.discovery.parse import definitions_by_ast, find_definitions
 from remora.edits.workspace import Workspace, WorkspaceError, file_diff
 from remora.findings.results import Change
 from remora.tool_library.module_paths import module_of, project_of
@@ -54,6 +57,10 @@ def check_scope(entry: str) -> None:
         raise ValueError(f"{entry!r}: a '{{' or '}}' that is not a placeholder")
     if stripped.startswith(("/", "~")) or ".." in stripped.split("/"):
         raise ValueError(f"{entry!r}: a path relative to the project, without '..'")
+    try:
+        _pattern(stripped)
+    except re.error as exc:
+        raise ValueError(f"{entry!r}: a wildcard that is not one ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -62,21 +69,19 @@ class WriteScope:
 
     entries: tuple[str, ...]
     node: Node
-    files: GitIgnoreSpec
-    """The path entries, filled in, as anchored gitignore patterns."""
+    files: tuple[re.Pattern[str], ...]
+    """The path entries, filled in, each matching one whole path."""
 
     def refusal(self, file: str, before: str | None, after: str) -> str | None:
         """Why a change of `file` from `before` (None: a new file) to `after` is out of scope;
         None when it may be written."""
         if file == self.node.file and NODE_FILE in self.entries:
             return None
-        if self.files.match_file(file):
+        if any(pattern.fullmatch(file) for pattern in self.files):
             return None
         if file == self.node.file and NODE in self.entries:
             outside = _outside_node(before, after, self.node)
-            if outside is None:
-                return None
-            return f"{file}: changes line {outside}, outside {self.node.qualified_name}"
+            return None if outside is None else f"{file}: {outside}"
         allowed = ", ".join(self.entries) or "nothing (the agent declares no writes:)"
         return f"{file}: outside what the agent may write ({allowed})"
 
@@ -103,12 +108,38 @@ def write_scope(
             continue
         filled = _fill(entry, values, options)
         if filled is not None:
-            patterns.append("/" + filled)
-    return WriteScope(
-        entries=tuple(entries),
-        node=node,
-        files=GitIgnoreSpec.from_lines(patterns),
-    )
+            try:
+                patterns.append(_pattern(filled))
+            except re.error:  # check_scope refused the entry's own wildcards: not reached
+                continue
+    return WriteScope(entries=tuple(entries), node=node, files=tuple(patterns))
+
+
+def _pattern(path: str) -> re.Pattern[str]:
+    """A filled-in path entry as a regular expression for `fullmatch` on a POSIX path: `*`
+    and `?` stand for any text and any one character within one name, `[...]` (`[!...]`
+    negated) for one character of a set, other than `/`; a backslash makes the next character
+    literal (placeholder values come escaped). Nothing stands for a folder and all below it."""
+    out, index = [], 0
+    while index < len(path):
+        char = path[index]
+        index += 1
+        if char == "\\" and index < len(path):
+            out.append(re.escape(path[index]))
+            index += 1
+        elif char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and (close := path.find("]", index + 1)) > 0:
+            members = path[index:close]
+            if members[0] in "!^":
+                members = "^" + members[1:]
+            out.append("(?!/)[" + members.replace("\\", "\\\\").replace("[", "\\[") + "]")
+            index = close + 1
+        else:
+            out.append(re.escape(char))
+    return re.compile("".join(out))
 
 
 def _fill(entry: str, values: Mapping[str, str], options: Mapping[str, Any]) -> str | None:
@@ -132,24 +163,92 @@ def _fill(entry: str, values: Mapping[str, str], options: Mapping[str, Any]) -> 
     return filled or None
 
 
-def _outside_node(before: str | None, after: str, node: Node) -> int | None:
-    """The first line (1-based, of `before`) a change touches outside the node's lines; None
-    when every changed line lies inside them. An insertion counts as inside when it falls
-    after the node's first line and before its last, where a docstring goes."""
+def _outside_node(before: str | None, after: str, node: Node) -> str | None:
+    """What a change of the node's file from `before` to `after` does outside the node; None
+    when it changes only the node's own span as parsed, and that span still holds one
+    definition of the node's kind and qualified name (a docstring added, its body rewritten).
+
+    Lines alone cannot tell: the node's last line replaced by `return x`, then `import os`
+    dedented, changes only the node's lines and adds module code. So the text before the node's
+    first byte and after its last must be the same bytes, and in `after`, as Python parses it,
+    the node's definition must span exactly what lies between them: code dedented out of it, a
+    string or a line continued into what follows, a syntax error, another name or kind, each
+    leaves it spanning something else."""
+    what = f"{node.type.value} {node.qualified_name}"
     if before is None:
-        return 1
-    first, last = node.start_line - 1, node.end_line  # the node is lines[first:last]
-    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
-    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
-    for tag, i1, i2, _, _ in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        if tag == "insert":
-            if not first < i1 < last:
-                return i1 + 1
-        elif i1 < first or i2 > last:
-            return (i1 if i1 < first else i2 - 1) + 1
+        return f"a new file, outside {node.qualified_name}"
+    if node.type is NodeType.FILE:
+        return None  # the file is the node's span
+    old, new = before.encode(), after.encode()
+    definitions, parsed = _definitions(old)
+    span = next(
+        (
+            (first, last)
+            for kind, _, qualified_name, line, _, _, first, last in definitions
+            if kind is node.type
+            and qualified_name == node.qualified_name
+            and line == node.start_line
+        ),
+        None,
+    )
+    if span is None:
+        return f"no {what} on line {node.start_line} to change"
+    head, tail = old[: span[0]], old[span[1] :]
+    if not new.startswith(head):
+        return f"changes line {_line(old, _common_prefix(old, new))}, outside {node.qualified_name}"
+    if not new.endswith(tail):
+        changed = len(old) - _common_suffix(old, new) - 1
+        return f"changes line {_line(old, changed)}, outside {node.qualified_name}"
+    start, end = len(head), len(new) - len(tail)
+    now, still_parsed = _definitions(new)
+    if parsed and not still_parsed:
+        return f"leaves a syntax error in {what}"
+    if end <= start or not any(
+        kind is node.type
+        and qualified_name == node.qualified_name
+        and (first, last) == (start, end)
+        for kind, _, qualified_name, _, _, _, first, last in now
+    ):
+        return (
+            f"the new text of {what} does not parse as that {node.type.value} alone, ending "
+            "where it ended: it would change code outside it"
+        )
     return None
+
+
+def _definitions(data: bytes) -> tuple[list[Definition], bool]:
+    """The file's definitions as Python parses it (what will run), and True; where Python
+    cannot, as discovery's tree-sitter recovers them, and False."""
+    exact = definitions_by_ast(data)
+    return (exact, True) if exact is not None else (find_definitions(data), False)
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """How many bytes `a` and `b` start with alike (slices compared in C, halving the range)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _common_suffix(a: bytes, b: bytes) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle :] == b[len(b) - middle :]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _line(data: bytes, offset: int) -> int:
+    """The 1-based line of `data` that byte `offset` lies on."""
+    return data.count(b"\n", 0, max(offset, 0)) + 1
 
 
 def in_scope(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import sys
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     )
     server = build_server(options, debounce=max(args.debounce, 0) / 1000)
     # pygls reads stdin only through readline() and read(n): the bounded reader is all it needs.
-    server.start_io(cast(BinaryIO, BoundedStdin(sys.stdin.buffer)), protocol_output())
+    stdin = BoundedStdin(cast(io.BufferedReader, sys.stdin.buffer))
+    server.start_io(cast(BinaryIO, stdin), protocol_output())
     return 0
 
 

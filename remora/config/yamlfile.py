@@ -168,8 +168,15 @@ def describe_error(error: Any, model: type[BaseModel] | None = None) -> str:
     message = str(error["msg"])
     value = error.get("input")
     if error["type"] != "missing" and isinstance(value, str | int | float | bool):
-        message += f" (got {value!r})"
+        shown = repr(value)
+        if len(shown) > _SHOWN_CHARS:  # a template of megabytes: its start says which
+            shown = f"{shown[:_SHOWN_CHARS]}... ({len(str(value)):,} characters)"
+        message += f" (got {shown})"
     return message
+
+
+_SHOWN_CHARS = 200
+"""How much of a value an error message quotes."""
 
 
 def validation_messages(

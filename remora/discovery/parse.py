@@ -65,7 +65,7 @@ def find_definitions(data: bytes) -> list[Definition]:
     # The grammar rejects a little valid Python (e.g. `(a.\n b)` indented less than the line
     # it continues), and error recovery can then lose the nesting of a whole file. When
     # Python's own parser accepts the file, its definitions are exact.
-    exact = _definitions_by_ast(data)
+    exact = definitions_by_ast(data)
     if exact is not None:
         return exact
     # Broken code: error recovery can hang definitions anywhere (under ERROR nodes, inside
@@ -180,7 +180,7 @@ def _definitions_by_query(root: SyntaxNode, data: bytes) -> list[Definition]:
     return definitions
 
 
-def _definitions_by_ast(data: bytes) -> list[Definition] | None:
+def definitions_by_ast(data: bytes) -> list[Definition] | None:
     """Definitions as Python's `ast` sees them, by the same rules; None when it cannot parse
     `data`, or when the file ends lines with a bare carriage return (where its line numbers
     and tree-sitter's differ)."""

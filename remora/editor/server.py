@@ -13,8 +13,9 @@ import asyncio
 import json
 import logging
 import os
+import re
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 from lsprotocol import types
 from pygls.exceptions import (
@@ -54,45 +55,106 @@ MAX_HEADER_LINE = 4096
 REFUSED = "$/remora/refusedMessage"
 """Not sent by editors: what the server's own reader hands pygls in place of a skipped message,
 so the skip is said where the editor shows it (`$/`: a notification the protocol may ignore)."""
-_SKIPPED_PIECE = 1 << 20
+_PIECE = 1 << 20
+"""The most a body is read at a time."""
+_NEXT_MESSAGE = re.compile(rb"Content-Length: [0-9]{1,20}\r\n")
+"""A message's header as pygls reads it. No JSON body can hold one: a raw CR or LF may stand
+only between a JSON text's tokens, and `Content-Length:` is none; so one inside a body is the
+next message, and the body was shorter than it declared."""
+_OVERLAP = 64
+"""The end of what a body held so far, searched again with its next piece: a header split
+between two pieces is found."""
+
+
+class _Input(Protocol):
+    """What the reader needs of stdin (a BufferedReader)."""
+
+    def readline(self, size: int | None = -1, /) -> bytes: ...
+
+    def read1(self, size: int = -1, /) -> bytes: ...
 
 
 class BoundedStdin:
     """stdin as pygls reads LSP frames from it: header lines (`readline`), then the body
     (`read(Content-Length)`), each read bounded. A message over `MAX_MESSAGE_BYTES` is skipped
     and the server goes on: an editor restarts a language server that ends, and sends the same
-    documents again, so ending would repeat; skipping loses only that message."""
+    documents again, so ending would repeat; skipping loses only that message.
 
-    def __init__(self, stream: BinaryIO) -> None:
+    A body is read as it comes, never waited for beyond the next message's header: a frame
+    that declares more than it holds (`Content-Length: 99999999999`, then the next request)
+    would otherwise have the server wait, alive and answering nothing, for bytes that never
+    come. It is skipped where the next message begins, and said like an oversized one."""
+
+    def __init__(self, stream: _Input) -> None:
         self._stream = stream
+        self._ahead = b""
+        """Read past a body that was shorter than it declared: the next message's start."""
 
     def readline(self) -> bytes:
-        line = self._stream.readline(MAX_HEADER_LINE)
+        line = self._line(MAX_HEADER_LINE)
         if len(line) < MAX_HEADER_LINE or line.endswith(b"\n"):
             return line
-        while (rest := self._stream.readline(MAX_HEADER_LINE)) and not rest.endswith(b"\n"):
+        while (rest := self._line(MAX_HEADER_LINE)) and not rest.endswith(b"\n"):
             pass
         log.warning("skipped a header line longer than %d bytes from the editor", MAX_HEADER_LINE)
         # A line pygls ignores, so the header's end is still the blank line that ends it.
         return b"X-Remora-Skipped: a header line too long\r\n" if rest else b""
 
     def read(self, size: int) -> bytes:
-        if size <= MAX_MESSAGE_BYTES:
-            return self._stream.read(size)
-        log.error(
-            "skipping a message of %d bytes from the editor: larger than the %d MiB a message "
-            "may have",
-            size,
-            MAX_MESSAGE_BYTES >> 20,
-        )
-        left = size
-        while left > 0:
-            piece = self._stream.read(min(left, _SKIPPED_PIECE))
+        oversized = size > MAX_MESSAGE_BYTES
+        if oversized:
+            log.error(
+                "skipping a message of %d bytes from the editor: larger than the %d MiB a "
+                "message may have",
+                size,
+                MAX_MESSAGE_BYTES >> 20,
+            )
+        body = bytearray()  # an oversized one is not kept
+        done, tail = 0, b""
+        while done < size:
+            piece = self._piece(min(size - done, _PIECE))
             if not piece:
-                log.error("the editor closed the connection inside that message: ending")
+                which = "that" if oversized else "a"
+                log.error("the editor closed the connection inside %s message: ending", which)
                 return b""  # pygls ends on an empty read
-            left -= len(piece)
-        return json.dumps({"jsonrpc": "2.0", "method": REFUSED, "params": {"bytes": size}}).encode()
+            window = tail + piece
+            found = _NEXT_MESSAGE.search(window)
+            if found is not None:
+                sent = done - len(tail) + found.start()
+                self._ahead = window[found.start() :] + self._ahead
+                log.error(
+                    "skipped a message from the editor that declared %d bytes: the next message "
+                    "began after %d of them",
+                    size,
+                    sent,
+                )
+                return _refused({"bytes": size, "sent": sent})
+            if not oversized:
+                body += piece
+            done += len(piece)
+            tail = window[-_OVERLAP:]
+        return _refused({"bytes": size}) if oversized else bytes(body)
+
+    def _line(self, limit: int) -> bytes:
+        if not self._ahead:
+            return self._stream.readline(limit)
+        end = self._ahead.find(b"\n", 0, limit)
+        cut = end + 1 if end >= 0 else min(limit, len(self._ahead))
+        line, self._ahead = self._ahead[:cut], self._ahead[cut:]
+        if end >= 0 or len(line) == limit:
+            return line
+        return line + self._stream.readline(limit - len(line))
+
+    def _piece(self, size: int) -> bytes:
+        """Up to `size` bytes, as they come (b"": the end)."""
+        if not self._ahead:
+            return self._stream.read1(size)
+        piece, self._ahead = self._ahead[:size], self._ahead[size:]
+        return piece
+
+
+def _refused(params: dict[str, int]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "method": REFUSED, "params": params}).encode()
 
 
 class _Protocol(LanguageServerProtocol):
@@ -233,10 +295,15 @@ def build_server(options: RunOptions, *, debounce: float) -> RemoraServer:
 
     @server.feature(REFUSED)
     def refused(ls: RemoraServer, params: Any) -> None:
-        size = getattr(params, "bytes", None)
-        size = size if isinstance(size, int) else "?"  # the reader's number, unless spoofed
-        problem = f"Remora skipped a message of {size} bytes from the editor: larger than the "
-        problem += f"{MAX_MESSAGE_BYTES >> 20} MiB a message may have"
+        # The reader's numbers, unless an editor sent this itself.
+        size, sent = getattr(params, "bytes", None), getattr(params, "sent", None)
+        size = size if isinstance(size, int) else "?"
+        if isinstance(sent, int):
+            problem = f"Remora skipped a message from the editor that declared {size} bytes: "
+            problem += f"the next message began after {sent} of them"
+        else:
+            problem = f"Remora skipped a message of {size} bytes from the editor: larger than "
+            problem += f"the {MAX_MESSAGE_BYTES >> 20} MiB a message may have"
         # Before initialize is answered the protocol lets the server say nothing to the editor;
         # the reader has logged it.
         if isinstance(ls.protocol, _Protocol) and ls.protocol.initialize_seen:
