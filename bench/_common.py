@@ -312,7 +312,11 @@ def write_config(project: Path, agents: dict[str, Path]) -> None:
     these agents (`--agents`, from the project's .bench-agents): bundled agents that a newer
     Remora enables by default must not join the benchmark."""
     lines = ["server:", "  retries: 0", "  timeout: 300", "agents:"]
-    lines += [f"  {name}: {{definition: {path}}}" for name, path in agents.items()]
+    for name, path in agents.items():
+        # Inside the project, as a project ships its own agents: a project's configuration
+        # may name only files inside it.
+        shutil.copytree(path.parent, project / "agents" / name, dirs_exist_ok=True)
+        lines.append(f"  {name}: {{definition: agents/{name}/{path.name}}}")
     (project / "remora.yaml").write_text("\n".join(lines) + "\n")
     (project / AGENTS_FILE).write_text(",".join(agents))
 

@@ -67,7 +67,7 @@ submit_result:
 
 
 def write_agent_and_config(project: Path) -> None:
-    folder = project.parent / "agents" / "edit"
+    folder = project / "agents" / "edit"  # the project's own agent: inside it
     (folder / "tools").mkdir(parents=True)
     (folder / "tools" / "report.pym").write_text(TOOL)
     (folder / "agent.yaml").write_text(AGENT)

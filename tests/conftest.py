@@ -105,6 +105,19 @@ def signal_handlers_restored() -> Iterator[None]:
     assert not changed, f"the test left the handlers of {', '.join(changed)} changed"
 
 
+@pytest.fixture(autouse=True)
+def own_user_folders(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test reads the user's own configuration or trust records (nor writes them): each gets
+    empty ones, also in the `remora` processes it starts."""
+    home = tmp_path_factory.mktemp("user")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    for name in ("REMORA_TRUST_PROJECT", "REMORA_TRUSTED_PROJECTS"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def write_files(root: Path, files: dict[str, str]) -> Path:
     for name, content in files.items():
         path = root / name
@@ -120,8 +133,10 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def probe_agent(tmp_path: Path) -> Path:
+    # Inside the project, as a project ships its own agent (a project's configuration may
+    # name only files inside the project).
     root = write_files(
-        tmp_path / "agents" / "probe",
+        tmp_path / "project" / "agents" / "probe",
         {
             "agent.yaml": TWO_TOOL_AGENT,
             "tools/find_todos.pym": FIND_TODOS,

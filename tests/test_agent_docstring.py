@@ -401,7 +401,7 @@ def test_a_refused_draft_is_drafted_again(demo: Path, capsys: pytest.CaptureFixt
 def test_a_tool_that_breaks_indentation_is_stopped_by_the_check(
     demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    broken = tmp_path / "docstring"
+    broken = demo / "agents" / "docstring"  # a project's own agent folder
     shutil.copytree(AGENT, broken)
     script = broken / "tools/write_docstring.pym"
     source = script.read_text()

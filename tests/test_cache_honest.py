@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from remora.cache.folder import cache_dir_problem
-from remora.cache.program_versions import find_executable, program_versions
+from remora.cache.program_versions import program_versions
 from remora.cache.store import ResultCache
 from remora.cli.main import main
 from remora.config.loading import load_settings
@@ -31,6 +31,7 @@ from remora.discovery.discover import discover_nodes
 from remora.findings.results import ErrorCode, JobError, JobResult, JobStatus
 from remora.models.scripted.server import CallEveryTool, ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRunner
+from remora.sandbox.program_paths import find_program
 from tests.conftest import write_files
 
 LINTED = """\
@@ -190,7 +191,7 @@ def test_program_versions_are_the_programs_own_answers() -> None:
     # The executables asked are those run_command runs.
     runner = CommandRunner(CommandSettings(isolation="none"))
     for name in ("ruff", "pytest"):
-        assert find_executable(name) == runner.resolve(name, [])[0]
+        assert find_program(name) == runner.resolve(name, [])[0]
     missing = program_versions(CommandSettings(allowed=["no-such-program-x"], python_modules=[]))
     assert missing["no-such-program-x"] == "not installed"
 

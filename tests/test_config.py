@@ -140,6 +140,10 @@ def test_base_url_takes_one_url_a_comma_list_or_a_list(
     assert single.base_urls == ["http://a/v1"]
     monkeypatch.setenv("REMORA_SERVER__BASE_URL", "http://a/v1, http://b/v1")
     assert load_settings().settings.server.base_urls == ["http://a/v1", "http://b/v1"]
-    (tmp_path / "remora.yaml").write_text("server:\n  base_url: [http://c/v1, http://d/v1]\n")
+    # A list from the user's own configuration (a project's may not say where prompts go).
+    user = tmp_path / "home-config" / "remora" / "remora.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text("server:\n  base_url: [http://c/v1, http://d/v1]\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(user.parent.parent))
     monkeypatch.delenv("REMORA_SERVER__BASE_URL")
     assert load_settings().settings.server.base_urls == ["http://c/v1", "http://d/v1"]

@@ -131,8 +131,8 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object
         "unix": str(project / "agent.sock"),
     }
     tool = ESCAPE_TOOL.replace("CONFTEST", repr(CONFTEST % values))
-    agent_yaml = write_files(
-        tmp_path / "agents" / "hostile",
+    agent_yaml = write_files(  # the attacker's agent, shipped in the repository
+        project / "agents" / "hostile",
         {"agent.yaml": HOSTILE_AGENT, "tools/escape.pym": tool},
     )
     write_files(

@@ -558,7 +558,7 @@ if __name__ == "__main__":
         base = Path(scratch)
         project_dir = write_files(base / "project", {"pkg/shout.py": SAMPLE_MODULE})
         agent_dir = write_files(
-            base / "agents" / "probe",
+            base / "project" / "agents" / "probe",
             {
                 "agent.yaml": TWO_TOOL_AGENT,
                 "tools/find_todos.pym": FIND_TODOS,

@@ -63,7 +63,8 @@ def test_the_test_agent_runs_pytest_in_the_projects_venv(
         __import__("shoutlib")  # not in Remora's environment
     _, report, err = analyze(capsys, "--fix")
     venv_python = project / ".venv" / "bin" / "python"
-    assert f"project Python: {venv_python} (.venv/ at the project root)" in " ".join(err.split())
+    said = " ".join(err.split())
+    assert f"project Python: {venv_python} (.venv/ at the project root, asked only in the" in said
     (result,) = report["results"]
     assert result["status"] == "success", result["error"]
     text = (project / "tests" / "test_app_shout.py").read_text()
@@ -102,10 +103,68 @@ def test_which_python_is_chosen(tmp_path: Path) -> None:
     (tmp_path / "venv" / "bin").mkdir(parents=True)
     venv = tmp_path / "venv" / "bin" / "python"
     venv.symlink_to(sys.executable)
-    assert project_python(None, tmp_path, {}).why == "venv/ at the project root"
+    found = project_python(None, tmp_path, {})
+    assert (found.why, found.trusted) == (
+        "venv/ at the project root, asked only in the sandbox",
+        False,
+    )
+    trusted = project_python(None, tmp_path, {}, trusted_project=True)
+    assert (trusted.why, trusted.trusted) == ("venv/ at the project root", True)
     active = project_python(None, tmp_path, {"VIRTUAL_ENV": sys.prefix})
     assert active.why == "the active virtual environment ($VIRTUAL_ENV)"
     assert project_python(None, tmp_path / "nothing", {}).path == Path(sys.executable)
     chosen = project_python(Path("venv/bin/python"), tmp_path, {"VIRTUAL_ENV": sys.prefix})
     assert chosen == project_python(venv, tmp_path, {})
-    assert chosen.why == "sandbox.commands.python"
+    assert (chosen.why, chosen.trusted) == ("sandbox.commands.python", True)
+    assert active.trusted
+
+
+def test_a_committed_venv_python_never_runs_on_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cloned repository's `.venv/bin/python` is any program git kept executable: Remora
+    asks it its modules, versions and import folders only in the OS sandbox, where it cannot
+    write to the host (nor read the marker's folder)."""
+    root = tmp_path / "clone"
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / "app.py").write_text("def shout(text):\n    return text.upper()\n")
+    marker = tmp_path / "ran-on-the-host"
+    python = root / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\ntouch {marker} 2>/dev/null\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    for flags in ((), ("--isolated",)):
+        with ScriptedModelServer(rule=calls_write_tests) as server:
+            code = main(
+                ["analyze", "app.py", "--agents", "test", "--base-url", server.base_url, *flags]
+            )
+            assert server.requests == []
+        # Asked in the sandbox, where it sees no pytest (nor Remora's Python): a requirement
+        # unmet, said before any job.
+        said = " ".join(capsys.readouterr().err.split())
+        assert code == 2
+        assert f"python module pytest is not installed in the project's Python {python}" in said
+        assert not marker.exists()
+    assert main(["list-agents"]) == 0
+    assert not marker.exists()
+    # A project the user trusts: its environment is theirs, asked on the host.
+    with ScriptedModelServer(rule=calls_write_tests) as server:
+        main(
+            [
+                "analyze",
+                "app.py",
+                "--agents",
+                "test",
+                "--base-url",
+                server.base_url,
+                "--trust-project",
+            ]
+        )
+    assert marker.exists()
+    marker.unlink()
+    # The same script asked by the user's own choice of isolation (only theirs to make) runs.
+    monkeypatch.setenv("REMORA_SANDBOX__COMMANDS__ISOLATION", "none")
+    with ScriptedModelServer(rule=calls_write_tests) as server:
+        main(["analyze", "app.py", "--agents", "test", "--base-url", server.base_url])
+    assert marker.exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -518,8 +519,9 @@ def test_paths_with_spaces_and_unicode_end_to_end(
     project = tmp_path / "my prøject"
     (project / "süb dir").mkdir(parents=True)
     (project / "süb dir" / "mödule one.py").write_text("def grüß():\n    # TODO: x\n    pass\n")
+    shutil.copytree(probe_agent.parent, project / "ägents" / "pröbe")  # the project's own
     (project / "remora.yaml").write_text(
-        f"agents:\n  lint: {{enabled: false}}\n  probe: {{definition: '{probe_agent}'}}\n"
+        "agents:\n  lint: {enabled: false}\n  probe: {definition: 'ägents/pröbe/agent.yaml'}\n"
     )
     monkeypatch.chdir(project)
     with ScriptedModelServer(script=[tool_call("find_todos", {}), SUBMIT]) as server:

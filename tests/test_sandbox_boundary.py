@@ -93,9 +93,13 @@ def test_the_sandbox_shows_only_what_the_program_needs(tmp_path: Path) -> None:
     assert not (project / "new.py").exists()
 
 
-def test_pytest_runs_with_a_projects_own_virtual_environment(tmp_path: Path) -> None:
+@pytest.mark.parametrize("trusted", [True, False])
+def test_pytest_runs_with_a_projects_own_virtual_environment(tmp_path: Path, trusted: bool) -> None:
     """The project's .venv, a package installed in it from a folder outside the project (as an
-    editable install adds it to sys.path), and pytest: all visible, nothing beside them."""
+    editable install adds it to sys.path), and pytest: all visible, nothing beside them, when
+    the environment is the user's (theirs, or a trusted project's). An untrusted one (a cloned
+    repository may ship it) is believed only about its own installation: the outside folder is
+    not shown, whatever its `.pth` files say."""
     project, library = tmp_path / "project", tmp_path / "library_src"
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(project / ".venv")],
@@ -126,12 +130,15 @@ def test_pytest_runs_with_a_projects_own_virtual_environment(tmp_path: Path) -> 
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "test_uses_lib.py").symlink_to(project / "test_uses_lib.py")
-    runner = CommandRunner(CommandSettings(python=python))
+    runner = CommandRunner(CommandSettings(python=python, python_trusted=trusted))
     result = anyio.run(
         lambda: runner.run("python", ["-m", "pytest", "-q"], workspace, project=project)
     )
-    assert result["exit_code"] == 0, result["stdout"] + result["stderr"]
-    assert "1 passed" in result["stdout"]
+    if trusted:
+        assert result["exit_code"] == 0, result["stdout"] + result["stderr"]
+        assert "1 passed" in result["stdout"]
+    else:
+        assert "No module named 'helper_lib'" in result["stdout"], result["stdout"]
 
 
 def test_unix_sockets_on_the_host_cannot_be_reached(tmp_path: Path) -> None:
@@ -204,7 +211,7 @@ def test_pytest_with_asyncio_and_multiprocessing_still_works(tmp_path: Path) -> 
 def test_a_fork_bomb_stops_at_the_process_limit(tmp_path: Path) -> None:
     limit = 24
     if not confinement(CommandSettings(max_processes=limit)).process_limit_enforced:
-        pytest.skip("root without a writable pids cgroup: no process limit here (pids.py)")
+        pytest.skip("root without a writable pids cgroup: no process limit here (cgroups.py)")
     # Bounded: at most 200 forks, children that sleep 30 s unless the sandbox ends them.
     code = """\
         import errno, os, time

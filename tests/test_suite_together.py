@@ -6,6 +6,7 @@ and through `analyze` with an agent whose tool writes the test file the scripted
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Literal
 
@@ -355,9 +356,10 @@ def model(body: dict[str, Any]) -> Any:
 
 def project_with_agent(tmp_path: Path, agent_folder: Path) -> Path:
     project = write(tmp_path / "project", {"pyproject.toml": "", "m.py": MODULE})
+    shutil.copytree(agent_folder, project / "agents" / "gen")  # the project ships its agent
     (project / "remora.yaml").write_text(
         "server:\n  retries: 0\n  timeout: 10\n"
-        f"agents:\n  gen: {{definition: {agent_folder / 'agent.yaml'}}}\n"
+        "agents:\n  gen: {definition: agents/gen/agent.yaml}\n"
     )
     return project
 

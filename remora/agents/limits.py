@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pydantic_monty import ResourceLimits
 
-from remora.config.settings import LimitsPreset, SandboxLimits
+from remora.config.settings import PRESET_LIMITS, SandboxLimits, resolved_limits
 
 
 @dataclass(frozen=True)
@@ -24,21 +24,20 @@ class Limits:
 
 
 PRESETS = {
-    LimitsPreset.STRICT: Limits(timeout_s=2.0, max_memory_mb=64, max_host_calls=100),
-    LimitsPreset.DEFAULT: Limits(timeout_s=10.0, max_memory_mb=256, max_host_calls=1000),
-    LimitsPreset.PERMISSIVE: Limits(timeout_s=60.0, max_memory_mb=1024, max_host_calls=10000),
+    preset: Limits(
+        timeout_s=values["timeout_s"],
+        max_memory_mb=int(values["max_memory_mb"]),
+        max_host_calls=int(values["max_host_calls"]),
+    )
+    for preset, values in PRESET_LIMITS.items()
 }
 
 
 def resolve_limits(*layers: SandboxLimits) -> Limits:
     """Layers lowest first; the last layer naming a preset picks it, later values override."""
-    preset = next((layer.preset for layer in reversed(layers) if layer.preset), None)
-    limits = PRESETS[preset or LimitsPreset.DEFAULT]
-    for layer in layers:
-        overrides = {
-            key: value
-            for key, value in layer.model_dump(exclude={"preset"}).items()
-            if key in {"timeout_s", "max_memory_mb", "max_host_calls"} and value is not None
-        }
-        limits = replace(limits, **overrides)
-    return limits
+    _, values = resolved_limits(*layers)
+    return Limits(
+        timeout_s=values["timeout_s"],
+        max_memory_mb=int(values["max_memory_mb"]),
+        max_host_calls=int(values["max_host_calls"]),
+    )

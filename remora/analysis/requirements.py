@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ from remora.config.settings import CommandSettings
 from remora.errors import UserInputError
 from remora.sandbox.confinement import SandboxUnavailable, confinement
 from remora.sandbox.interpreter import missing_modules
+from remora.sandbox.program_paths import find_program
 
 
 def unmet(requires: Requirements, commands: CommandSettings) -> list[str]:
@@ -26,7 +26,7 @@ def unmet(requires: Requirements, commands: CommandSettings) -> list[str]:
             missing.append(f"program {program} is not installed (install it: {install} {program})")
     python = commands.python or Path(sys.executable)
     absent = missing_modules(
-        python, [m for m in requires.python_modules if m in commands.python_modules]
+        python, [m for m in requires.python_modules if m in commands.python_modules], commands
     )
     for module in requires.python_modules:
         if module not in commands.python_modules:
@@ -59,5 +59,5 @@ def check_requirements(agents: Sequence[Agent], commands: CommandSettings) -> No
 
 
 def _program_found(name: str) -> bool:
-    """As run_command looks it up: next to Remora's Python first, then on PATH."""
-    return bool(shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name))
+    """As run_command looks it up."""
+    return find_program(name) is not None

@@ -19,7 +19,7 @@ from remora.analysis.plan import make_plan, project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
 from remora.analysis.requirements import check_requirements
 from remora.analysis.suite import awaits_check, check_suites, checked_agents
-from remora.cache.folder import cache_dir_problem
+from remora.cache.folder import cache_dir_problem, cache_location
 from remora.cache.store import ResultCache
 from remora.config.loading import LoadedSettings
 from remora.edits.apply import apply_changes
@@ -32,7 +32,7 @@ from remora.jobs.transcripts import TranscriptWriter
 from remora.models.http.adaptive import adapted
 from remora.models.local.model import LocalChatModel
 from remora.protocol.messages import ChatModel, ModelError
-from remora.sandbox.interpreter import project_python
+from remora.sandbox.interpreter import project_commands
 
 
 async def analyze(
@@ -63,8 +63,11 @@ async def analyze(
         raise UserInputError(
             "no agents enabled; enable one in remora.yaml or name one with --agents"
         )
-    python = project_python(settings.sandbox.commands.python, project_root(list(request.paths)))
-    commands = settings.sandbox.commands.model_copy(update={"python": python.path})
+    python, commands = project_commands(
+        settings.sandbox.commands,
+        project_root(list(request.paths)),
+        trusted_project=loaded.project_trusted is not None,
+    )
     check_requirements(agents, commands)
     if choice.description:
         hooks.say(choice.description)
@@ -74,7 +77,7 @@ async def analyze(
         update={"sandbox": choice.settings.sandbox.model_copy(update={"commands": commands})}
     )
     use_cache = request.use_cache and request.record is None
-    cache_folder = loaded.base_dir / settings.cache_dir if use_cache else None
+    cache_folder = cache_location(loaded) if use_cache else None
     recorder = TranscriptWriter(request.record) if request.record is not None else None
     if cache_folder is not None and (problem := cache_dir_problem(cache_folder)):
         raise RunFailed(problem)  # before any work, not on the first write

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,8 @@ from pathlib import Path
 
 from remora.config.settings import CommandSettings
 from remora.sandbox.commands import FIXED_ENV, PASSED_ENV
+from remora.sandbox.interpreter import ask_python
+from remora.sandbox.program_paths import find_program
 
 VERSION_TIMEOUT_S = 10.0
 
@@ -29,10 +30,10 @@ def program_versions(commands: CommandSettings) -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in commands.allowed:
         if name != "python":  # run_command("python", ...) runs only the modules below
-            versions[name] = executable_version(find_executable(name))
+            versions[name] = executable_version(find_program(name))
     if commands.python is not None and Path(commands.python) != Path(sys.executable):
         # The project's own interpreter: its Python and its modules, asked once.
-        asked = _versions_in(Path(commands.python), commands.python_modules)
+        asked = _versions_in(Path(commands.python), commands.python_modules, commands)
         versions["python"] = asked.get("python", "not runnable")
         for module in commands.python_modules:
             versions[f"python -m {module}"] = asked.get(module, "not installed")
@@ -42,7 +43,9 @@ def program_versions(commands: CommandSettings) -> dict[str, str]:
     return versions
 
 
-def _versions_in(python: Path, modules: list[str]) -> dict[str, str]:
+def _versions_in(python: Path, modules: list[str], commands: CommandSettings) -> dict[str, str]:
+    """The project's interpreter's version and its modules' (asked in the OS sandbox: it may
+    be any program a cloned repository committed)."""
     code = (
         "import importlib.metadata as m, json, platform, sys\n"
         "found = {'python': platform.python_version()}\n"
@@ -54,23 +57,14 @@ def _versions_in(python: Path, modules: list[str]) -> dict[str, str]:
         "        pass\n"
         "print(json.dumps(found))"
     )
+    answer = ask_python(python, code, modules, commands)
     try:
-        done = subprocess.run(
-            [str(python), "-c", code, *modules],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT_S,
-            check=True,
-        )
-        found: dict[str, str] = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
+        found = json.loads(answer) if answer is not None else None
+    except ValueError:
         return {}
-    return found
-
-
-def find_executable(name: str) -> str | None:
-    """Where `run_command(name, ...)` finds `name`: next to Remora's Python, then on PATH."""
-    return shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if not isinstance(found, dict):
+        return {}
+    return {str(key): str(value) for key, value in found.items()}
 
 
 def executable_version(path: str | None) -> str:

@@ -44,11 +44,12 @@ from remora import __version__
 from remora.agents.definition import Agent
 from remora.agents.write_scope import in_scope, text_on_disk, write_scope
 from remora.cache.entries import CachedChange, CachedResult, finished, trusted
-from remora.cache.folder import CACHEDIR_TAG, GITIGNORE, RESULTS
+from remora.cache.folder import GITIGNORE, RESULTS
 from remora.cache.program_versions import program_versions
 from remora.cache.rebase import node_text_after, rebased
 from remora.cache.writer import EntryWriter, write_entry
 from remora.config.settings import RemoraSettings
+from remora.discovery.cache import CACHEDIR_TAG
 from remora.discovery.nodes import Node
 from remora.findings.results import Finding, JobResult, JobStatus
 
@@ -290,7 +291,7 @@ class ResultCache:
         found = [
             [_shown(os.path.join(folder, name), top), digest]
             for name in self._commands.config_files
-            if (digest := _config_digest(os.path.join(folder, name))) is not None
+            if (digest := _config_digest(os.path.join(folder, name), top)) is not None
         ]
         parent = os.path.dirname(folder)
         if folder != top and parent != folder:
@@ -317,9 +318,14 @@ def _read_entry(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def _config_digest(path: str) -> str | None:
+def _config_digest(path: str, top: str) -> str | None:
     """The content hash of a configuration file, None when there is none; a path that exists
-    but cannot be read counts as what it is, so that fixing it changes the key."""
+    but cannot be read counts as what it is, so that fixing it changes the key. A link from
+    inside the project to a file outside it is not read (the sandboxed programs cannot read it
+    either)."""
+    inside = os.path.realpath(path).startswith(os.path.join(os.path.realpath(top), ""))
+    if path.startswith(os.path.join(top, "")) and not inside and os.path.lexists(path):
+        return "a link outside the project: not read"
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from remora.cli.console import warn
 from remora.config.loading import LoadedSettings, deep_merge, load_settings, parse_override
 from remora.report.render import FORMATS
 
@@ -24,6 +25,12 @@ def config_flags() -> argparse.ArgumentParser:
         "--isolated",
         action="store_true",
         help="ignore all configuration files (environment and flags still apply)",
+    )
+    flags.add_argument(
+        "--trust-project",
+        action="store_true",
+        help="trust the project's own configuration for this run, as if you had written it "
+        "(also REMORA_TRUST_PROJECT=1; to trust it for good: remora trust)",
     )
     flags.add_argument(
         "-c",
@@ -122,6 +129,7 @@ def cli_settings(args: argparse.Namespace) -> dict[str, Any]:
         ("workers",): getattr(args, "workers", None),
         ("cache_dir",): getattr(args, "cache_dir", None),
         ("engine",): getattr(args, "engine", None),
+        ("trust_project",): True if getattr(args, "trust_project", False) else None,
         ("local", "model_path"): (
             args.model_path.resolve() if getattr(args, "model_path", None) else None
         ),
@@ -138,4 +146,7 @@ def cli_settings(args: argparse.Namespace) -> dict[str, Any]:
 def load(args: argparse.Namespace) -> LoadedSettings:
     """The configuration a command runs with: files, environment, then its flags."""
     start = args.paths[0] if getattr(args, "paths", None) else None
-    return load_settings(args.config, cli=cli_settings(args), cwd=start, isolated=args.isolated)
+    loaded = load_settings(args.config, cli=cli_settings(args), cwd=start, isolated=args.isolated)
+    for message in loaded.warnings:
+        warn(message)
+    return loaded

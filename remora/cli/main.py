@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 
 from remora import __version__
-from remora.cli import analyze, dashboard, models, project, server, tool, train, watch
+from remora.cli import analyze, dashboard, models, project, server, tool, train, trust, watch
 from remora.cli.console import fail, stderr
 from remora.errors import RunFailed, UserInputError
 from remora.signals import exit_code, terminate_as_interrupt, terminated
@@ -25,6 +25,7 @@ COMMANDS = (
     models.add_check_server,
     train.add_parser,
     project.add_config,
+    trust.add_parser,
 )
 """The dispatch table, in the order `--help` lists the commands: each adds its parser, whose
 `run` default is the function that runs it."""

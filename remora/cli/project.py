@@ -14,7 +14,7 @@ from rich.table import Table
 from remora.agents.registry import agent_entries, describe_definition
 from remora.analysis.plan import discover
 from remora.analysis.requirements import unmet
-from remora.cache.folder import clean
+from remora.cache.folder import cache_location, clean
 from remora.cli.console import fail, stderr, stdout_console, warn
 from remora.cli.flags import config_flags, load
 from remora.config.loading import render_settings
@@ -47,7 +47,9 @@ def add_clean(commands: Any) -> None:
         "clean",
         parents=[config_flags()],
         help="remove the cache folder",
-        description="Remove the cache folder (only one tagged with CACHEDIR.TAG).",
+        description="Remove the cache folder: only a folder Remora made (not a symbolic "
+        "link, tagged with Remora's own CACHEDIR.TAG, holding nothing but what Remora puts "
+        "there). A cache folder the project's configuration names must lie inside the project.",
     )
     cleaning.set_defaults(run=run_clean)
     cleaning.add_argument(
@@ -124,7 +126,7 @@ def run_list_agents(args: argparse.Namespace) -> int:
 
 def run_clean(args: argparse.Namespace) -> int:
     loaded = load(args)
-    directory = loaded.base_dir / loaded.settings.cache_dir
+    directory = cache_location(loaded)
     try:
         removed = clean(directory)
     except ValueError as exc:

@@ -16,7 +16,7 @@ from remora.cli.console import stderr
 from remora.cli.flags import config_flags, load
 from remora.errors import ExitCode, UserInputError
 from remora.jobs.tool_commands import check_tools, find_node, find_tool, parse_arguments, run_tool
-from remora.sandbox.interpreter import project_python
+from remora.sandbox.interpreter import project_commands
 
 
 def add_parser(commands: Any) -> None:
@@ -81,11 +81,10 @@ def run_one(args: argparse.Namespace) -> int:
     arguments = parse_arguments(tool, args.args)
     root = Path.cwd().resolve()
     node = find_node(args.node, root)
-    commands = loaded.settings.sandbox.commands
-    python = project_python(commands.python, root)
-    sandbox = loaded.settings.sandbox.model_copy(
-        update={"commands": commands.model_copy(update={"python": python.path})}
+    _, commands = project_commands(
+        loaded.settings.sandbox.commands, root, trusted_project=loaded.project_trusted is not None
     )
+    sandbox = loaded.settings.sandbox.model_copy(update={"commands": commands})
     settings = loaded.settings.model_copy(update={"sandbox": sandbox})
     check_requirements([agent], sandbox.commands)
     outcome, workspace = anyio.run(

@@ -139,6 +139,28 @@ class SandboxLimits(Section):
     """Host function calls (read_file, run_command...) per call."""
 
 
+PRESET_LIMITS: dict[LimitsPreset, dict[str, float]] = {
+    LimitsPreset.STRICT: {"timeout_s": 2.0, "max_memory_mb": 64, "max_host_calls": 100},
+    LimitsPreset.DEFAULT: {"timeout_s": 10.0, "max_memory_mb": 256, "max_host_calls": 1000},
+    LimitsPreset.PERMISSIVE: {"timeout_s": 60.0, "max_memory_mb": 1024, "max_host_calls": 10000},
+}
+"""What each preset sets: seconds, MiB and host calls of one tool call."""
+
+
+def resolved_limits(*layers: SandboxLimits) -> tuple[LimitsPreset, dict[str, float]]:
+    """Layers lowest first: the last layer naming a preset picks it, later values override."""
+    preset = next((layer.preset for layer in reversed(layers) if layer.preset), None)
+    chosen = preset or LimitsPreset.DEFAULT
+    values = dict(PRESET_LIMITS[chosen])
+    for layer in layers:
+        values.update(
+            (key, value)
+            for key, value in layer.model_dump(exclude={"preset"}).items()
+            if key in values and value is not None
+        )
+    return chosen, values
+
+
 def _file_name(value: object) -> object:
     """A plain file name (looked up in several folders), not a path."""
     if isinstance(value, str) and (
@@ -151,8 +173,11 @@ def _file_name(value: object) -> object:
 class CommandSettings(Section):
     """Programs tool scripts may run with run_command(), on the host, in the job's workspace."""
 
-    allowed: list[str] = Field(default_factory=lambda: ["ruff", "pytest"])
-    """Executables, looked up next to Remora's Python first, then on PATH."""
+    allowed: list[Annotated[str, BeforeValidator(_file_name)]] = Field(
+        default_factory=lambda: ["ruff", "pytest"]
+    )
+    """Executables, by name (no folder part), looked up next to Remora's Python first, then in
+    the absolute folders of PATH; they run only inside the OS sandbox."""
     python_modules: list[str] = Field(default_factory=lambda: ["ruff", "pytest"])
     """Modules allowed as `run_command("python", ["-m", MODULE, ...])`."""
     read_only: list[str] = Field(
@@ -175,13 +200,21 @@ class CommandSettings(Section):
     """The project's Python, where `python -m MODULE` runs (pytest imports the project's
     dependencies there); relative to the project root. Unset: the active virtual environment
     ($VIRTUAL_ENV), else `.venv/` or `venv/` at the project root, else Remora's own Python."""
+    python_trusted: bool = False
+    """Whether `python` is yours to run on the host: Remora sets it for an interpreter you
+    chose, your active environment and a trusted project's `.venv/`. Otherwise the project's
+    Python is asked which modules and folders it has only inside the OS sandbox, and believed
+    only about its own installation (a cloned repository may ship `.venv/bin/python`)."""
     isolation: Literal["bwrap", "none"] = "bwrap"
     """How commands are confined. `bwrap`: in a bubblewrap sandbox (no network, the filesystem
     read-only except the job's workspace, private /tmp and home, no view of other processes,
     resource limits). `none`: on the host, in a full copy of the project; model-written code
     (tests) then runs with your user's access: only for hosts where bubblewrap cannot run."""
     memory_mb: int = Field(default=2048, ge=64)
-    """Address-space limit of each command, in MiB (isolation bwrap)."""
+    """Memory of each command, in MiB (isolation bwrap): all its processes together, its
+    tmpfs folders included, where Remora can make a memory cgroup per command (as root on
+    cgroup v1; a delegated cgroup v2 tree), and the address space of each process always
+    (RLIMIT_AS). Without such a cgroup only the latter, and Remora says so in a warning."""
     max_processes: int = Field(default=512, ge=8)
     """Processes and threads each command may have at once (isolation bwrap): a fork bomb
     stops there. Enforced by a pids cgroup per command where Remora can create one (as root
@@ -193,6 +226,10 @@ class CommandSettings(Section):
     tmp_mb: int = Field(default=128, ge=1)
     """Size in MiB of each command's private /tmp, where its HOME and TMPDIR are, and of its
     /dev/shm (isolation bwrap): tmpfs, held in memory until the command ends."""
+    folder_mb: int = Field(default=256, ge=1)
+    """Total size in MiB of what a command may keep in its folder, the one place it writes
+    (isolation bwrap): a tmpfs, held in memory while the command runs and copied back to the
+    job's throwaway folder afterwards. Past it a write fails with ENOSPC."""
     config_files: list[Annotated[str, BeforeValidator(_file_name)]] = Field(
         default_factory=lambda: [
             "pyproject.toml",
@@ -305,6 +342,13 @@ class RemoraSettings(BaseSettings):
     """Where results (and parsed files) are cached; relative to the project root."""
     cache_max_mb: int = Field(default=512, ge=1)
     """Cache size limit; least recently used entries are evicted beyond it."""
+    trust_project: bool = False
+    """Trust the analysed project's own configuration as if you had written it (for this run:
+    --trust-project, REMORA_TRUST_PROJECT=1); a project's configuration cannot set it. See
+    `remora trust` and docs/RELIABILITY.md."""
+    trusted_projects: list[Path] = Field(default_factory=list)
+    """Folders whose projects' configurations are trusted, like git's safe.directory (your
+    user configuration or the environment; a project's cannot set it)."""
 
     @classmethod
     def settings_customise_sources(

@@ -60,27 +60,53 @@ def iter_python_files(
     """
     report: OnSkip = on_skip if on_skip is not None else _skip_silently
     root = Path(os.path.abspath(root))
+    inside = _Inside(root)
     seen: set[Path] = set()
     for argument in paths:
         path = Path(os.path.abspath(argument))
         if path.is_dir():
-            found = _walk(path, _ancestor_ignores(path, root, report), report)
+            found = _walk(path, _ancestor_ignores(path, root, report, inside), report, inside)
         elif path.is_file():
             found = iter((path,))
         else:
             report(path, "skipped: neither a regular file nor a directory")
             continue
         for file in found:
-            if file not in seen:
-                seen.add(file)
+            if file in seen:
+                continue
+            seen.add(file)
+            if inside(file):
                 yield file
+            else:
+                report(file, inside.outside(file))
+
+
+@dataclass(frozen=True)
+class _Inside:
+    """Whether a path, once symbolic links are resolved, lies inside the project. Nothing
+    outside it is read through a link: a cloned repository could link `secrets.py` to any file
+    of the host, and its text would become a node and reach the model's prompt (and the
+    sandboxed programs could not see it anyway: only the project is bound there)."""
+
+    root: Path
+
+    def __call__(self, path: Path | str) -> bool:
+        """False only for a path inside the project that a link takes out of it (a file you
+        name outside the project is yours to name)."""
+        if not Path(os.path.abspath(path)).is_relative_to(self.root):
+            return True
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(self.root))
+
+    def outside(self, path: Path | str) -> str:
+        target = os.path.realpath(path)
+        return f"skipped: a symbolic link to {target}, outside the project ({self.root})"
 
 
 def _skip_silently(path: Path, reason: str) -> None:
     pass
 
 
-def _walk(top: Path, inherited: _Ignores, report: OnSkip) -> Iterator[Path]:
+def _walk(top: Path, inherited: _Ignores, report: OnSkip, inside: _Inside) -> Iterator[Path]:
     # An explicit stack rather than recursion: deep trees cannot hit the recursion limit.
     stack: list[tuple[str, _Ignores]] = [(str(top), inherited)]
     while stack:
@@ -98,7 +124,7 @@ def _walk(top: Path, inherited: _Ignores, report: OnSkip) -> Iterator[Path]:
                 if entry.is_dir(follow_symlinks=False):
                     subdirectories.append(entry.path)
                 elif entry.name == ".gitignore":
-                    own = _load_ignore_file(Path(directory), report)
+                    own = _load_ignore_file(Path(directory), report, inside)
                     ignores = ignores if own is None else (*ignores, own)
                 elif entry.name.endswith(".py") and entry.is_file():
                     files.append(entry)
@@ -133,7 +159,7 @@ def _ignored(path: str, is_dir: bool, ignores: _Ignores) -> bool:
     return False
 
 
-def _ancestor_ignores(directory: Path, root: Path, report: OnSkip) -> _Ignores:
+def _ancestor_ignores(directory: Path, root: Path, report: OnSkip, inside: _Inside) -> _Ignores:
     """The .gitignore files from `root` down to, not including, `directory`.
 
     None when they ignore `directory` itself: asking for an ignored directory overrides them.
@@ -147,13 +173,18 @@ def _ancestor_ignores(directory: Path, root: Path, report: OnSkip) -> _Ignores:
     ancestors = [root]
     for part in relative.parts[:-1]:
         ancestors.append(ancestors[-1] / part)
-    loaded = (_load_ignore_file(a, report) for a in ancestors if (a / ".gitignore").is_file())
+    loaded = (
+        _load_ignore_file(a, report, inside) for a in ancestors if (a / ".gitignore").is_file()
+    )
     ignores = tuple(ignore for ignore in loaded if ignore is not None)
     return () if _ignored(str(directory), True, ignores) else ignores
 
 
-def _load_ignore_file(directory: Path, report: OnSkip) -> _IgnoreFile | None:
+def _load_ignore_file(directory: Path, report: OnSkip, inside: _Inside) -> _IgnoreFile | None:
     path = directory / ".gitignore"
+    if not inside(path):
+        report(path, inside.outside(path))
+        return None
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError as exc:
@@ -168,14 +199,21 @@ def walked(path: Path, root: Path) -> bool:
     library's source)."""
     root = Path(os.path.abspath(root))
     path = Path(os.path.abspath(path))
+    inside = _Inside(root)
     try:
         relative = path.relative_to(root)
     except ValueError:
         return False
+    if not inside(path):
+        return False
     if any(_excluded_name(part) for part in relative.parts[:-1]):
         return False
     folders = [root, *(root / Path(*relative.parts[:n]) for n in range(1, len(relative.parts)))]
-    loaded = (_load_ignore_file(f, _skip_silently) for f in folders if (f / ".gitignore").is_file())
+    loaded = (
+        _load_ignore_file(f, _skip_silently, inside)
+        for f in folders
+        if (f / ".gitignore").is_file()
+    )
     ignores = tuple(ignore for ignore in loaded if ignore is not None)
     parts = [str(folder) for folder in folders[1:]]
     return not any(_ignored(part, True, ignores) for part in parts) and not _ignored(

@@ -112,6 +112,8 @@ class FileRuns:
     async def _run(self, path: Path, nodes: frozenset[str], cache: bool) -> None:
         o = self._options
         loaded = load_settings(o.config, cli=o.flags, cwd=path, isolated=o.isolated)
+        for message in loaded.warnings:  # a project's bound lowered to the user's: the log
+            log.warning(message)
         state = self.files.setdefault(path, FileState())
         text = _text(path)
         fresh: dict[tuple[str, str], JobResult] = {}

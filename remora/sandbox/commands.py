@@ -6,10 +6,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -18,6 +18,8 @@ from anyio.abc import ByteReceiveStream
 
 from remora.config.settings import CommandSettings
 from remora.sandbox.confinement import Confinement, confinement
+from remora.sandbox.folder import CommandFolder
+from remora.sandbox.program_paths import find_program
 from remora.sandbox.read_only import SharedResults
 
 # Only these variables reach a command: no tokens, API keys or REMORA_* settings.
@@ -40,8 +42,8 @@ class CommandMissing(CommandRefused):
 
 class SandboxFailed(RuntimeError):
     """bubblewrap itself failed: it could not build the sandbox (a bind that failed, a seccomp
-    filter the kernel refused, a cgroup it could not join) or could not start the program in
-    it. The environment's fault, never the command's result."""
+    filter the kernel refused, a cgroup it could not join, a folder it could not fill) or
+    could not start the program in it. The environment's fault, never the command's result."""
 
 
 class CommandRunner:
@@ -76,7 +78,7 @@ class CommandRunner:
             raise CommandRefused(
                 f"run_command: {name!r} is not allowed (sandbox.commands.allowed: {allowed})"
             )
-        executable = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+        executable = find_program(name)
         if executable is None:
             raise CommandMissing(f"run_command: {name!r} is allowed but not installed")
         return [executable, *args]
@@ -114,6 +116,10 @@ class CommandRunner:
         # exit status and stderr alone cannot tell its own failures from the program's, which
         # may exit 1 and print "bwrap: ..." too.
         status_read, status_write = os.pipe()
+        folder = CommandFolder(cwd, self.settings.folder_mb)
+        # Reads the copy-back channel while the command runs (a full pipe would stop it) and
+        # mirrors what comes back into cwd, which nothing else touches until it is joined.
+        collector = threading.Thread(target=folder.collect, name="remora-folder", daemon=True)
         try:
             os.set_blocking(status_read, False)
             wrapped = self.confinement.wrap(
@@ -121,16 +127,29 @@ class CommandRunner:
                 workspace=cwd,
                 readable=[project] if project else [],
                 env=env,
+                folder=folder,
                 status_fd=status_write,
             )
-            result = await self._run(name, args, wrapped, cwd, pass_fds=(status_write,))
+            collector.start()
+            try:
+                result = await self._run(
+                    name, args, wrapped, cwd, pass_fds=(status_write,), stdin=folder.writer
+                )
+            finally:
+                folder.close_writer()  # the channel now ends when the sandbox has
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(collector.join)
             status = _read_all(status_read)
         finally:
             os.close(status_read)
             os.close(status_write)
+            folder.close()
             self.confinement.sweep()
-        if not result["timed_out"] and not _program_ran(status):
+        if not result["timed_out"] and not (_program_ran(status) and folder.started):
             raise SandboxFailed(_failure(name, result))
+        if folder.note is not None:  # said where the command's own messages are read
+            lines = [*str(result["stderr"]).splitlines(), folder.note]
+            result["stderr"] = "\n".join(lines) + "\n"
         return result
 
     async def _run(
@@ -141,6 +160,7 @@ class CommandRunner:
         cwd: Path,
         *,
         pass_fds: tuple[int, ...] = (),
+        stdin: int = subprocess.DEVNULL,
     ) -> dict[str, Any]:
         limit = self.settings.output_limit_kb * 1024
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ}
@@ -149,7 +169,7 @@ class CommandRunner:
             argv,
             cwd=cwd,
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # so a timeout can kill the whole process group

@@ -8,17 +8,21 @@ the program needs; no other host path exists inside:
   symlinks into /usr, recreated as symlinks; real folders otherwise, bound read-only);
 - read-only, from /etc, only ETC_FILES (below: what Python, pytest and ruff read there);
 - read-only: the program, and for a Python program its interpreter's installation and import
-  folders (program_paths.py), and `prlimit`;
+  folders (program_paths.py), `prlimit` and `tar`;
 - read-only: the project, which the workspace's symlinks point into;
-- read-write: the workspace directory, where the command runs;
+- at the workspace directory's path, where the command runs and the one place it may write: a
+  tmpfs of `folder_mb` MiB, filled from the directory before the command and copied back to it
+  afterwards (folder.py); the directory itself is not mounted;
 - bwrap's minimal /dev (null, zero, full, random, urandom, tty; read-only) and a /proc of a
   new PID namespace (no other process, nor its environment);
 - a tmpfs of `tmp_mb` MiB at /tmp, where HOME and TMPDIR point (at /var/tmp when the project
   itself covers /tmp), and another one at /dev/shm.
-No network (not even 127.0.0.1), no unix sockets (seccomp.py), no capabilities and no nested
-user namespaces (a root inside with CAP_SYS_ADMIN could remount the project read-write), a
-clean environment, `--die-with-parent`, and limits: address space, file size, open files, CPU
-time, processes (pids.py), no core dumps.
+No network (not even 127.0.0.1), no unix or vsock sockets, keyrings, and the other system
+calls seccomp.py refuses, no capabilities and no nested user namespaces (a root inside with
+CAP_SYS_ADMIN could remount the project read-write), a clean environment, `--die-with-parent`,
+and limits: per process address space, file size, open files, CPU time and no core dumps
+(prlimit); per command processes and memory (cgroups.py), the folder's size (folder.py) and
+the wall-clock time (commands.py).
 """
 
 from __future__ import annotations
@@ -31,13 +35,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from remora.config.settings import CommandSettings
 from remora.errors import UserInputError
-from remora.sandbox import pids, seccomp
+from remora.sandbox import cgroups, seccomp
+from remora.sandbox.folder import CommandFolder, empty_source, shell
+from remora.sandbox.program_paths import QUERY as PYTHON_QUERY
 from remora.sandbox.program_paths import program_paths
 
 log = logging.getLogger(__name__)
@@ -58,10 +65,14 @@ them). Not hosts, resolv.conf, nsswitch.conf: there is no network. Nor shadow, n
 SCRATCH_CHOICES = (Path("/tmp"), Path("/var/tmp"), Path("/run/remora"))
 """Where the tmpfs for HOME and TMPDIR goes: the first that no bound path covers."""
 HOME = ".remora-home"
+ASK_TIMEOUT_S = 30.0
+"""A question to an interpreter (its modules, versions, folders): Python starts in well under."""
 MAX_OPEN_FILES = 1024
 MAX_FILE_MB = 256
-SECCOMP_FDS = (9, 8)
-"""The descriptor bwrap reads the filter from (the shell opens it; a single digit for sh)."""
+LAUNCHER_FDS = (9, 8, 7, 6)
+"""Descriptors the launcher opens for bwrap (single digits for sh): the seccomp filter, and the
+command folder's source and copy-back channel (folder.py); three of these, never the status
+descriptor."""
 
 
 class SandboxUnavailable(UserInputError):
@@ -75,14 +86,25 @@ class Confinement:
     max_processes: int
     cpu_time_s: int
     tmp_mb: int
+    folder_mb: int
     prlimit: str
-    pids_parent: Path | None
-    """Where each command gets a pids cgroup (pids.py); None: RLIMIT_NPROC only."""
+    tar: str
+    cgroups: tuple[cgroups.Hierarchy, ...]
+    """Where each command gets its cgroups (cgroups.py); none: RLIMIT_NPROC, RLIMIT_AS only."""
+    trusted_python: str | None = None
+    """The project's interpreter when it is the user's (`python_trusted`): asked on the host
+    and believed about its import folders (program_paths.py)."""
 
     @property
     def process_limit_enforced(self) -> bool:
         """False as root without a pids cgroup: the kernel does not apply RLIMIT_NPROC."""
-        return self.pids_parent is not None or os.getuid() != 0
+        return any(group.pids for group in self.cgroups) or os.getuid() != 0
+
+    @property
+    def memory_limit_enforced(self) -> bool:
+        """False without a memory cgroup: `memory_mb` then bounds each process, not the
+        command."""
+        return any(group.memory is not None for group in self.cgroups)
 
     def wrap(
         self,
@@ -91,28 +113,39 @@ class Confinement:
         workspace: Path,
         readable: list[Path],
         env: dict[str, str],
+        folder: CommandFolder | None = None,
         status_fd: int | None = None,
+        program: Sequence[Path] | None = None,
     ) -> list[str]:
-        """`argv` as bubblewrap runs it in `workspace`, the only writable place; `readable`
-        (the project) is visible read-only. `status_fd`, a descriptor the process inherits,
-        gets bwrap's JSON status: an "exit-code" line only when the program ran."""
+        """`argv` as bubblewrap runs it in `workspace`, the only writable place, bounded in
+        size: `folder` fills it from the directory and copies it back, and its `writer` must
+        be the process's stdin; without one the command starts in an empty folder and what it
+        leaves is dropped (for a command that answers on stdout). `readable` (the project) is
+        visible read-only. `status_fd`, a descriptor the process inherits, gets bwrap's JSON
+        status: an "exit-code" line only when the program ran (and the folder's shell ran:
+        whether the command started, `folder` says). `program`: the paths the program needs,
+        when they are known already (else program_paths.py finds them)."""
         required = [path for given in readable for path in (given, given.resolve())]
         needed = [
-            *program_paths(argv[0]),
+            *(
+                program
+                if program is not None
+                else program_paths(argv[0], self.ask_python, self.trusted_python)
+            ),
             *(path for etc in ETC_FILES for path in (etc, etc.resolve())),
-            Path(self.prlimit),
-            Path(self.prlimit).resolve(),
+            *(Path(tool) for tool in (self.prlimit, self.tar)),
+            *(Path(tool).resolve() for tool in (self.prlimit, self.tar)),
         ]
         binds = _binds(required, needed)
         scratch = _scratch([path for path, _ in binds] + [workspace])
-        seccomp_fd = next(fd for fd in SECCOMP_FDS if fd != status_fd)
+        seccomp_fd, source_fd, channel_fd = [fd for fd in LAUNCHER_FDS if fd != status_fd][:3]
         wrapped = [self.bwrap, *_system(), "--dev", "/dev", "--proc", "/proc"]
         size = str(self.tmp_mb * 1024 * 1024)
         wrapped += ["--size", size, "--tmpfs", str(scratch)]
         wrapped += ["--size", size, "--tmpfs", "/dev/shm"]
         for path, must_exist in binds:  # parents first, so none hides another
             wrapped += ["--ro-bind" if must_exist else "--ro-bind-try", str(path), str(path)]
-        wrapped += ["--bind", str(workspace), str(workspace)]
+        wrapped += ["--size", str(self.folder_mb * 1024 * 1024), "--tmpfs", str(workspace)]
         wrapped += ["--dir", str(scratch / HOME)]
         wrapped += ["--remount-ro", "/dev", "--remount-ro", "/"]
         wrapped += [
@@ -130,8 +163,37 @@ class Confinement:
         private = {"HOME": str(scratch / HOME), "TMPDIR": str(scratch)}
         for key, value in {**env, **private}.items():
             wrapped += ["--setenv", key, value]
-        wrapped += ["--chdir", str(workspace), "--", *self._limits(), *argv]
-        return self._launcher(seccomp_fd) + wrapped
+        wrapped += ["--chdir", str(workspace), "--", "/bin/sh", "-c", shell(source_fd, channel_fd)]
+        wrapped += ["remora-folder", self.tar, *self._limits(), *argv]
+        source = folder.source if folder is not None else empty_source()
+        channel = f"{channel_fd}>&0" if folder is not None else f"{channel_fd}>/dev/null"
+        return self._launcher(seccomp_fd, source_fd, source, channel) + wrapped
+
+    def answer(self, argv: list[str], *, program: Sequence[Path] | None = None) -> str | None:
+        """What `argv` prints when it runs in the sandbox in an empty folder, without the
+        project, or None when it fails: how Remora asks an interpreter it does not trust."""
+        with tempfile.TemporaryDirectory(prefix="remora-ask-") as scratch:
+            wrapped = self.wrap(argv, workspace=Path(scratch), readable=[], env={}, program=program)
+            try:
+                done = subprocess.run(
+                    wrapped,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=ASK_TIMEOUT_S,
+                    check=False,
+                )
+            except (OSError, subprocess.SubprocessError):
+                return None
+            finally:
+                self.sweep()
+        return done.stdout if done.returncode == 0 else None
+
+    def ask_python(self, interpreter: str, installation: tuple[Path, ...]) -> str | None:
+        """program_paths.py's question to an interpreter other than Remora's own, asked here
+        with nothing of the host but its own installation."""
+        program = [Path(interpreter), *installation]
+        return self.answer([interpreter, "-I", "-c", PYTHON_QUERY], program=program)
 
     def _limits(self) -> list[str]:
         mib = 1024 * 1024
@@ -144,29 +206,29 @@ class Confinement:
             # SIGXCPU at the soft limit, SIGKILL a second later if the program catches it
             f"--cpu={self.cpu_time_s}:{self.cpu_time_s + 1}",
         ]
-        if self.pids_parent is None:
-            # counted in the sandbox's user namespace, where bwrap's init is the one extra
-            limits.append(f"--nproc={self.max_processes + 1}")
+        if not any(group.pids for group in self.cgroups):
+            # counted in the sandbox's user namespace, with bwrap's init and the folder's shell
+            limits.append(f"--nproc={self.max_processes + 2}")
         return [*limits, "--"]
 
-    def _launcher(self, seccomp_fd: int) -> list[str]:
-        """/bin/sh, which joins the command's pids cgroup (when there is one), opens the
-        seccomp filter for bwrap (through /proc: this process's memfd) and becomes bwrap. No
-        descriptor to pass from Python: the argv also runs with a plain subprocess.run."""
-        script = "set -e\n"
-        arguments: list[str] = []
-        if self.pids_parent is not None:
-            script += pids.JOIN.format(prefix=pids.PREFIX)
-            arguments = pids.join_arguments(self.pids_parent, self.max_processes)
-        script += (
-            f'exec {seccomp_fd}< "${len(arguments) + 1}"\nshift {len(arguments) + 1}\nexec "$@"\n'
-        )
-        return ["/bin/sh", "-c", script, "remora-sandbox", *arguments, _seccomp_file()]
+    def _launcher(self, seccomp_fd: int, source_fd: int, source: str, channel: str) -> list[str]:
+        """/bin/sh, which joins the command's cgroups (where there are), opens for bwrap the
+        seccomp filter and the folder's source (through /proc: memfds of this process) and the
+        copy-back `channel` (a redirection: its stdin moved, or /dev/null), and becomes bwrap
+        with /dev/null as stdin. Only stdin to pass from Python: the argv also runs with a
+        plain subprocess.run."""
+        join, arguments = cgroups.join_script(self.cgroups, self.max_processes, self.memory_mb)
+        filter_at, source_at = len(arguments) + 1, len(arguments) + 2  # positional parameters
+        script = "set -e\n" + join
+        script += f'exec {seccomp_fd}< "${{{filter_at}}}" {source_fd}< "${{{source_at}}}"'
+        script += f' {channel} </dev/null\nshift {source_at}\nexec "$@"\n'
+        files = [_seccomp_file(), source]
+        return ["/bin/sh", "-c", script, "remora-sandbox", *arguments, *files]
 
     def sweep(self) -> None:
-        """Remove the pids cgroups of commands that have ended."""
-        if self.pids_parent is not None:
-            pids.sweep(self.pids_parent)
+        """Remove the cgroups of commands that have ended."""
+        for group in self.cgroups:
+            cgroups.sweep(group.parent)
 
 
 def _system() -> list[str]:
@@ -257,20 +319,43 @@ def bwrap_executable() -> str | None:
 @cache
 def probe(bwrap: str) -> str | None:
     """None when bubblewrap can build the whole sandbox here, else why not."""
-    prlimit, true = shutil.which("prlimit"), shutil.which("true")
+    prlimit, tar, true = shutil.which("prlimit"), shutil.which("tar"), shutil.which("true")
     if prlimit is None or true is None:
         return "prlimit (util-linux), which sets the commands' limits, is not installed"
-    trial = Confinement(bwrap, 256, 16, 10, 1, prlimit, pids.pids_parent())
+    if tar is None:
+        return "tar, which fills and copies back each command's folder, is not installed"
+    trial = Confinement(
+        bwrap=bwrap,
+        memory_mb=256,
+        max_processes=16,
+        cpu_time_s=10,
+        tmp_mb=1,
+        folder_mb=1,
+        prlimit=prlimit,
+        tar=tar,
+        cgroups=cgroups.hierarchies(),
+    )
     with tempfile.TemporaryDirectory(prefix="remora-probe-") as scratch:
+        (Path(scratch) / "probe").write_text("filled\n")
+        folder = CommandFolder(Path(scratch), 1)
         try:
-            argv = trial.wrap([true], workspace=Path(scratch), readable=[], env={})
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+            argv = trial.wrap([true], workspace=Path(scratch), readable=[], env={}, folder=folder)
+            done = subprocess.run(
+                argv, stdin=folder.writer, capture_output=True, text=True, timeout=30, check=False
+            )
+            folder.close_writer()  # the little that came back waits in the pipe
+            folder.collect()
         except (OSError, subprocess.SubprocessError) as exc:
             return f"{bwrap}: {exc}"
         finally:
+            folder.close()
             trial.sweep()
+        probe_file = Path(scratch) / "probe"
+        came_back = probe_file.read_text() if folder.started and probe_file.is_file() else ""
     if done.returncode != 0:
         return f"{bwrap}: {done.stderr.strip() or f'exit code {done.returncode}'}"
+    if came_back != "filled\n" or folder.note:
+        return f"{bwrap}: the command's folder did not come back ({folder.note or came_back!r})"
     return None
 
 
@@ -295,26 +380,21 @@ def confinement(commands: CommandSettings) -> Confinement:
         max_processes=commands.max_processes,
         cpu_time_s=commands.cpu_time_s,
         tmp_mb=commands.tmp_mb,
+        folder_mb=commands.folder_mb,
         prlimit=shutil.which("prlimit") or "prlimit",
-        pids_parent=pids.pids_parent(),
+        tar=shutil.which("tar") or "tar",
+        cgroups=cgroups.hierarchies(),
+        trusted_python=str(commands.python) if commands.python_trusted else None,
     )
-    if found.pids_parent is not None:
-        found.sweep()  # what an earlier run left (`remora` leaves with os._exit, past atexit)
-        _sweep_at_exit(found.pids_parent)
-    elif not found.process_limit_enforced:
-        _warn_no_process_limit()
+    found.sweep()  # what an earlier run left (`remora` leaves with os._exit, past atexit)
+    for group in found.cgroups:
+        _sweep_at_exit(group.parent)
+    cgroups.warn_unenforced(
+        processes=not found.process_limit_enforced, memory=not found.memory_limit_enforced
+    )
     return found
 
 
 @cache
-def _warn_no_process_limit() -> None:
-    log.warning(
-        "running as root without a writable pids cgroup: the kernel does not apply "
-        "RLIMIT_NPROC to root, so sandboxed commands have no process limit "
-        "(sandbox.commands.max_processes)"
-    )
-
-
-@cache
 def _sweep_at_exit(parent: Path) -> None:
-    atexit.register(pids.sweep, parent)
+    atexit.register(cgroups.sweep, parent)

@@ -1,6 +1,7 @@
 """The seccomp filter bubblewrap installs (`--seccomp FD`) before it runs a command: no unix
 sockets, so a socket file that a host process listens on (in the project, or anywhere the
-sandbox can see) cannot be connected from the sandbox.
+sandbox can see) cannot be connected from the sandbox; no keyrings, which are not namespaced;
+and a few more calls that reach past the namespaces or open kernel attack surface (below).
 
 Why seccomp and not Landlock: the network namespace already separates TCP and abstract unix
 sockets; what reaches the host is a *pathname* unix socket, and connecting one needs only
@@ -16,16 +17,32 @@ What it refuses, with EPERM (Python raises PermissionError):
   address fail with EISCONN), and asyncio's self-pipe, multiprocessing's Pipe() and
   subprocess use exactly those, so pytest keeps working. A datagram pair could send to any
   socket path with sendto(), so it is refused.
+- `socket(AF_VSOCK, ...)`: virtio sockets reach the hypervisor and other VMs, and the network
+  namespace does not separate them. `socket(AF_ALG, ...)`: the kernel's crypto API, attack
+  surface no test needs. Docker's default profile refuses both families too.
+- The keyring calls `add_key`, `keyctl`, `request_key`: keyrings are not namespaced, so the
+  caller's session keyring (and the user's keyrings, with whatever tokens they hold) would be
+  readable and writable from inside (Docker refuses them for that reason).
+- Calls that need no capability but open kernel attack surface no command needs, each refused
+  by Docker's default profile: `bpf` (unprivileged socket filters where
+  kernel.unprivileged_bpf_disabled is 0), `perf_event_open` (perf_event_paranoid <= 2 lets a
+  process profile itself), `userfaultfd` (a classic tool for winning kernel races, still
+  open for user-mode faults where vm.unprivileged_userfaultfd is 0), `syslog` (reads the
+  kernel log where kernel.dmesg_restrict is 0).
 - io_uring (`io_uring_setup`, `_enter`, `_register`), with ENOSYS: io_uring creates and
   connects sockets without the socket() system call, past this filter. Programs that probe for
   it fall back to plain system calls.
+What else Docker refuses is refused here by the kernel already: mounts, namespaces, modules,
+reboot, clocks, raw I/O and the like need capabilities the sandbox does not have
+(confinement.py drops them all and forbids nested user namespaces), and ptrace and its kin
+reach only the command's own processes (its own PID namespace).
 Another ABI in the same process (i386 through `int 0x80` on x86_64, the x32 ABI, 32-bit ARM on
 aarch64) has other system call numbers the filter does not check: such a call kills the process.
 
 The filter is classic BPF written out below: libseccomp's own Python binding is not on PyPI
 (distributions ship it, e.g. python3-seccomp, built with libseccomp's sources), `pyseccomp`
 (0.1.2) is a small third-party ctypes wrapper that also needs libseccomp.so on the host, and
-the program is 25 instructions. On an architecture not listed in ARCHITECTURES there is no
+the program is some 30 instructions. On an architecture not listed in ARCHITECTURES there is no
 filter: the sandbox refuses to start (fail closed) and says so.
 """
 
@@ -56,7 +73,8 @@ def _arg(index: int) -> int:
     return 16 + 8 * index
 
 
-AF_UNIX = 1
+AF_UNIX, AF_ALG, AF_VSOCK = 1, 38, 40
+REFUSED_FAMILIES = (AF_UNIX, AF_ALG, AF_VSOCK)
 SOCK_STREAM, SOCK_SEQPACKET = 1, 5
 SOCK_TYPE_MASK = 0xF  # the type without SOCK_NONBLOCK / SOCK_CLOEXEC
 X32_SYSCALL_BIT = 0x40000000
@@ -69,6 +87,8 @@ class Architecture:
     socket: int
     socketpair: int
     io_uring: tuple[int, ...]
+    refused: dict[str, int]
+    """System calls refused with EPERM, by name (see the module's docstring for why)."""
     refuse_from: int | None
     """System call numbers at or above this belong to another ABI on the same arch value."""
 
@@ -76,10 +96,18 @@ class Architecture:
 ARCHITECTURES = {
     "x86_64": Architecture(
         audit_arch=0xC000003E, socket=41, socketpair=53, io_uring=(425, 426, 427),
+        refused={
+            "syslog": 103, "add_key": 248, "request_key": 249, "keyctl": 250,
+            "perf_event_open": 298, "bpf": 321, "userfaultfd": 323,
+        },
         refuse_from=X32_SYSCALL_BIT,
     ),
     "aarch64": Architecture(
         audit_arch=0xC00000B7, socket=198, socketpair=199, io_uring=(425, 426, 427),
+        refused={  # the generic table (asm-generic/unistd.h)
+            "syslog": 116, "add_key": 217, "request_key": 218, "keyctl": 219,
+            "perf_event_open": 241, "bpf": 280, "userfaultfd": 282,
+        },
         refuse_from=None,
     ),
 }  # fmt: skip
@@ -121,16 +149,16 @@ def program(arch: Architecture) -> list[tuple[int, int, int, int]]:
     if arch.refuse_from is not None:
         # x32 calls carry the native arch value, with bit 30 set in the number
         source += [(JGE, 0, "x32_done", arch.refuse_from), kill, "x32_done"]
-    for number in arch.io_uring:
-        source += [(JEQ, 0, f"not_{number}", number), (RET, 0, 0, RET_ERRNO | errno.ENOSYS)]
-        source.append(f"not_{number}")
+    source += [(JEQ, "enosys", 0, number) for number in arch.io_uring]
+    source += [(JEQ, "deny", 0, number) for number in arch.refused.values()]
     source += [
         (JEQ, "socket", 0, arch.socket),
         (JEQ, "socketpair", 0, arch.socketpair),
         allow,  # every other call
         "socket",  # socket(domain, type, protocol)
         (LD_W_ABS, 0, 0, _arg(0)),  # A = domain
-        (JEQ, "deny", "allow", AF_UNIX),
+        *((JEQ, "deny", 0, family) for family in REFUSED_FAMILIES),
+        allow,
         "socketpair",  # socketpair(domain, type, protocol, sv)
         (LD_W_ABS, 0, 0, _arg(0)),  # A = domain
         (JEQ, 0, "allow", AF_UNIX),  # not unix: the kernel decides (no other family pairs)
@@ -142,6 +170,8 @@ def program(arch: Architecture) -> list[tuple[int, int, int, int]]:
         allow,
         "deny",
         deny,
+        "enosys",
+        (RET, 0, 0, RET_ERRNO | errno.ENOSYS),
     ]
     return _assemble(source)
 
