@@ -44,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     if file is None:
         stderr.print(
             f"remora: no project configuration at {escape(str(start))} or above: nothing to "
-            "trust (a project without one runs with your settings alone)"
+            "record (a record is keyed by a configuration's content; a project without one "
+            "runs with your settings alone). To trust its .venv/ too, pass --trust-project for "
+            "a run or list its folder in trusted_projects in your user configuration"
         )
         return ExitCode.OK
     project = trust.ProjectConfiguration.of(file, file.parent)

@@ -4,6 +4,7 @@ source, the key and what is allowed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -182,7 +183,8 @@ def load_settings(
         if _has_path(cli_data, loc):
             return "command line"
         if _has_path(env_data, loc):
-            return "environment " + ENV_PREFIX + "__".join(str(p) for p in loc).upper()
+            named = [str(part) for part in itertools.takewhile(lambda p: isinstance(p, str), loc)]
+            return "environment " + ENV_PREFIX + "__".join(named).upper()
         if _has_path(file_data, loc) or not _has_path(user_data, loc):
             if document is not None:
                 return document.where(loc)

@@ -317,6 +317,13 @@ class LocalSettings(BaseModel):
     """The GGUF file in that repository."""
 
 
+def _absolute_folder(value: object) -> object:
+    """A folder named from anywhere: absolute, or from your home (`~/src`)."""
+    if isinstance(value, str | Path) and not Path(value).expanduser().is_absolute():
+        raise ValueError(f"{value!r} is not an absolute folder (or one under ~)")
+    return value
+
+
 class RemoraSettings(BaseSettings):
     # Only explicit data is validated here: env, file and flags are merged by `load_settings`,
     # which needs to know where each value came from to name it in errors.
@@ -346,7 +353,9 @@ class RemoraSettings(BaseSettings):
     """Trust the analysed project's own configuration as if you had written it (for this run:
     --trust-project, REMORA_TRUST_PROJECT=1); a project's configuration cannot set it. See
     `remora trust` and docs/RELIABILITY.md."""
-    trusted_projects: list[Path] = Field(default_factory=list)
+    trusted_projects: list[Annotated[Path, BeforeValidator(_absolute_folder)]] = Field(
+        default_factory=list
+    )
     """Folders whose projects' configurations are trusted, like git's safe.directory (your
     user configuration or the environment; a project's cannot set it)."""
 
