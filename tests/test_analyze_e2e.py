@@ -94,6 +94,8 @@ def test_transcript_and_json_report(
         "nodes": 2,
         "jobs": 1,
         "success": 1,
+        "suggested": 0,
+        "not_possible": 0,
         "failed": 0,
         "error": 0,
         "skipped": 0,
@@ -103,6 +105,8 @@ def test_transcript_and_json_report(
             "probe": {
                 "jobs": 1,
                 "outcomes": {"checked": 1},
+                "suggested": 0,
+                "not_possible": 0,
                 "not_done": 0,
                 "error": 0,
                 "skipped": 0,
@@ -131,6 +135,7 @@ def test_transcript_and_json_report(
             "column": 7,
             "severity": "warning",
             "help_uri": None,
+            "fix": None,
         }
     ]
     (change,) = result["changes"]
@@ -150,11 +155,14 @@ def test_table_report_and_output_file(
 ) -> None:
     monkeypatch.chdir(project)
     with ScriptedModelServer(script=probe_script()) as server:
-        code, out, _ = run_cli(["analyze", ".", "--base-url", server.base_url], capsys)
+        code, out, _ = run_cli(
+            ["analyze", ".", "--format", "table", "--base-url", server.base_url], capsys
+        )
     assert code == 1
-    assert "pkg/shout.py:4 shout" in out
-    assert "pkg/shout.py:5:7: TD001 # TODO: handle None [probe]" in out
-    assert "2 nodes, 1 jobs: 1 success, 0 failed, 0 error, 0 skipped; 1 findings" in out
+    assert "pkg/shout.py:4 shout" in out  # the job's row
+    assert "pkg/shout.py:5:7: TD001 # TODO: handle None\n" in out
+    assert "probe: 1 job: 1 checked\n" in out
+    assert "2 nodes, 1 job: 1 success, 0 failed, 0 error, 0 skipped; 1 finding\n" in out
 
     with ScriptedModelServer(script=probe_script()) as server:
         code, out, _ = run_cli(

@@ -103,11 +103,12 @@ def written(result: dict[str, Any], path: str, project: Path) -> str:
 
 
 def not_done(result: dict[str, Any]) -> str:
-    """The reason a job that wrote nothing gives."""
-    assert result["status"] == "failed"
-    assert result["error"]["code"] == "not_done"
+    """The reason a job that wrote nothing gives: no call could be pinned, so nothing is
+    possible here (`not_possible`, the reason its summary)."""
+    assert result["status"] == "not_possible"
+    assert result["error"] is None
     assert result["changes"] == []
-    message: str = result["error"]["message"]
+    message: str = result["summary"]
     return message
 
 

@@ -184,7 +184,7 @@ def check_dashboard(events: list[dict[str, Any]], window: float = 10.0) -> None:
     rows = {cell[0]: cell[1:] for cell in cells if cell}
     for agent, counts in want["statuses"].items():
         # agent | success failed error skipped | cached | findings
-        assert rows[agent][:5] == [
+        assert rows[agent][: len(STATUSES) + 1] == [
             *(str(counts[status]) for status in STATUSES),
             str(want["cached"][agent]),
         ], shown

@@ -511,9 +511,9 @@ def test_below_the_threshold_nothing_is_written_and_the_draft_is_shown(
     assert (shop / "price.py").read_text() == PRICE
     assert "1 suggested edit not made: --diff shows them" in err
     job = next(r for r in json.loads(out)["results"] if r["node"]["name"] == "discounted")
-    assert job["status"] == "failed" and job["error"]["code"] == "not_done"
-    assert "draft below confidence" in job["error"]["message"]
-    assert "Round the price with the percent." in job["error"]["message"]
+    assert job["status"] == "suggested" and job["error"] is None
+    assert "draft below confidence" in job["summary"]
+    assert "Round the price with the percent." in job["summary"]
     [suggested] = job["suggestions"]  # the edit it would have made, as a patch
     assert suggested["file"] == "price.py" and '+    """Round the price' in suggested["diff"]
     [finding] = job["findings"]  # one finding, carrying the suggestion
@@ -565,7 +565,7 @@ def test_by_default_what_the_model_drafted_is_a_suggestion_and_facts_are_written
     )  # fmt: skip
     results = {r["node"]["qualified_name"]: r for r in json.loads(out)["results"]}
     drafted = results["discounted"]
-    assert drafted["status"] == "failed" and drafted["error"]["code"] == "not_done"
+    assert drafted["status"] == "suggested" and drafted["error"] is None
     assert drafted["changes"] == [] and len(drafted["suggestions"]) == 1
     finished = {
         event["node_id"].rpartition("::")[2]: event
@@ -574,7 +574,7 @@ def test_by_default_what_the_model_drafted_is_a_suggestion_and_facts_are_written
     }
     assert (finished["discounted"]["suggestions"], finished["net"]["suggestions"]) == (1, 0)
     assert "drafted by the model (summary, parameter price, parameter percent, returns): a " \
-        "suggestion, not written" in drafted["error"]["message"]  # fmt: skip
+        "suggestion, not written" in drafted["summary"]  # fmt: skip
     assert "not written: 'Discount the price by a percent.'" in drafted["findings"][0]["message"]
     assert results["net"]["outcome"] == "updated", results["net"]["error"]
     text = (shop / "price.py").read_text()
@@ -591,8 +591,8 @@ def test_a_class_docstring_that_restates_the_name_is_never_written(
     )
     _, out = run(Writer("Stock class."), "--fix", "--output-format", "json", capsys=capsys)
     job = next(r for r in json.loads(out)["results"] if r["node"]["name"] == "Stock")
-    assert job["changes"] == [] and job["status"] == "failed"
-    assert "only restates the name" in job["error"]["message"]
+    assert job["changes"] == [] and job["status"] == "not_possible"
+    assert "only restates the name" in job["summary"]
     assert "Stock class" not in (shop / "price.py").read_text()
 
 
@@ -678,7 +678,7 @@ def test_a_parameter_sentence_the_code_does_not_bear_out_withholds_the_docstring
     )
     assert (shop / "price.py").read_text() == PRICE
     job = next(r for r in json.loads(out)["results"] if r["node"]["name"] == "discounted")
-    assert job["error"]["code"] == "not_done"
+    assert job["status"] == "suggested"
     [finding] = job["findings"]
     assert (
         "parameter price: 'The price of the product.' says things the code does not"

@@ -331,7 +331,7 @@ def test_a_tampered_cache_entry_cannot_write_outside_the_project(
 def test_an_internal_error_exits_2_with_one_line_even_with_exit_zero(
     two_files: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def broken(*_: object) -> str:
+    def broken(*_: object, **__: object) -> str:
         raise RuntimeError("renderer broke\nsecond line")
 
     monkeypatch.delenv("REMORA_DEBUG", raising=False)

@@ -153,7 +153,7 @@ def test_lint_is_done_by_the_runners_ruff_run_not_by_the_models_words(
     )
 
 
-def test_docstring_not_done_names_the_last_refusal(
+def test_a_docstring_no_draft_fits_is_not_possible_with_its_reason(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def rule(body: dict[str, Any]) -> Any:
@@ -168,12 +168,11 @@ def test_docstring_not_done_names_the_last_refusal(
         )  # fmt: skip
     report = json.loads(capsys.readouterr().out)
     result = by_qualname(report)["apply_discount"]
-    assert result["status"] == "failed"
-    assert result["error"]["code"] == "not_done"
-    message = result["error"]["message"]
-    # write_docstring is observed and final: the job ends on its refusal, without a turn.
-    assert message.startswith("finished without a verified outcome (written or updated or")
-    assert "write_docstring: no sound draft: summary: the draft 'It.' is too short" in message
+    # write_docstring is observed and final: the job ends on its refusal, without a turn, and
+    # no draft fits: not a failure, nothing this agent can do here, with the reason whole.
+    assert result["status"] == "not_possible"
+    assert result["error"] is None
+    assert result["summary"].startswith("no sound draft: summary: the draft 'It.' is too short")
     assert result["changes"] == []
     assert code == 1
 
@@ -295,7 +294,7 @@ def test_the_closing_lines_say_per_agent_what_was_done(
     )
     lines = report["text"].rstrip().splitlines()
     assert code == 0
-    assert lines[-2] == "lint: 4 jobs, 4 checked, 0 not done"  # the module and 3 functions
+    assert lines[-2] == "lint: 4 jobs: 4 checked"  # the module and 3 functions
     assert lines[-1].startswith("4 nodes, 4 jobs: 4 success, 0 failed")
 
 

@@ -87,7 +87,7 @@ def test_one_annotation_per_finding_with_escaped_properties_and_message() -> Non
         "::bare `except:` 100%25%0Asecond line",
     ]
     assert output.splitlines()[-1] == (
-        "remora: 1 nodes, 1 jobs: 1 success, 0 failed, 0 error, 0 skipped; 3 findings"
+        "remora: 1 node, 1 job: 1 success, 0 failed, 0 error, 0 skipped; 3 findings"
     )
 
 
@@ -128,8 +128,8 @@ def test_caps_ten_annotations_per_level_and_says_where_the_rest_are(tmp_path: Pa
     assert len(plain) == 22 + 2
     assert plain[0] == "pkg/mod.py:11:5: warning: lint/T201 print on line 11"
     assert plain[20] == "pkg/mod.py:110:1: error: lint/E722 bare except"
-    assert plain[-2].startswith("remora: lint: 2 jobs, ")
-    assert plain[-1].startswith("remora: 1 nodes, 2 jobs: 1 success, 0 failed, 1 error")
+    assert plain[-2].startswith("remora: lint: 2 jobs: ")
+    assert plain[-1].startswith("remora: 1 node, 2 jobs: 1 success, 0 failed, 1 error")
 
 
 def test_a_notice_slot_is_kept_for_the_summary_notice() -> None:

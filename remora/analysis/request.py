@@ -62,6 +62,15 @@ class AnalysisHooks:
     report: Callable[[AnalyzeOutcome], None] = _ignore
     """The results are final: write the report. Called before any fix is applied; if it
     raises, no file is written."""
+    planned: Callable[[dict[str, int]], None] = _ignore
+    """Called once the cache was looked up, before any `ended`: how many jobs each agent has
+    in the run (all of them: answered from the cache, skipped, and those for the model), in
+    the order of the agents."""
+    ended: Callable[[JobResult], None] = _ignore
+    """Each job as it ends, for progress: first those answered from the cache and those
+    skipped before the run, then the others as they finish. Unlike `result`, it does not
+    wait for the suite check of agents with `verify_together` (which may still make the job
+    not done)."""
 
 
 @dataclass

@@ -120,6 +120,12 @@ async def analyze(
             cached=from_cache,
             concurrency=settings.concurrency,
         )
+        jobs = dict.fromkeys((agent.name for agent in agents), 0)
+        for agent, _ in plan.jobs:
+            jobs[agent.name] += 1
+        hooks.planned(jobs)
+        for result in skip.values():  # decided before the run: they count as ended at once
+            hooks.ended(result)
 
     engine: EngineUsage | None = None
     """What the embedded engine did, once it has closed (none through a server)."""
@@ -140,6 +146,10 @@ async def analyze(
 
     models = {agent.name: agent.model for agent in agents}
     together = checked_agents(agents)
+
+    def ended(result: JobResult) -> None:
+        hooks.ended(result)
+        finished(result)
 
     def finished(result: JobResult) -> None:
         filters.apply(result)
@@ -177,7 +187,7 @@ async def analyze(
             ),
             cache=cache,
             events=events,
-            on_result=finished,
+            on_result=ended,
             on_planned=planned,
             workers=1 if choice.local is not None else settings.workers,
         )

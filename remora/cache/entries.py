@@ -74,10 +74,11 @@ def trusted(cached: CachedResult, agent: Agent, node: Node) -> bool:
 
 
 def finished(result: JobResult) -> bool:
-    """A job that ran to its end: a success (no error), or not done for a reason the same
-    model and seeds would give again (FINISHED_NOT_DONE)."""
-    if result.status is JobStatus.SUCCESS:
-        return result.error is None
+    """A job that ran to its end: a success, a suggestion or a job not possible (no error; only
+    a success carries changes), or not done for a reason the same model and seeds would give
+    again (FINISHED_NOT_DONE)."""
+    if result.status in (JobStatus.SUCCESS, JobStatus.SUGGESTED, JobStatus.NOT_POSSIBLE):
+        return result.error is None and (result.status is JobStatus.SUCCESS or not result.changes)
     return (
         result.status is JobStatus.FAILED
         and result.error is not None

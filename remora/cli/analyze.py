@@ -25,8 +25,9 @@ from remora.events import Events
 from remora.findings.results import Change, JobResult, JobStatus
 from remora.report.jsonl import JsonLinesStream
 from remora.report.paths import as_shown, shown_path
-from remora.report.progress import JobProgress
+from remora.report.progress import JobProgress, ProgressLines
 from remora.report.render import render_report
+from remora.report.text import TextOptions
 
 
 def add_parser(commands: Any) -> None:
@@ -162,25 +163,29 @@ def request_from(args: argparse.Namespace) -> AnalyzeRequest:
 class ReportOptions:
     """How a run is shown: the flags analyze and watch share, and analyze's own."""
 
-    output_format: str = "table"
+    output_format: str = "text"
+    statistics: bool = False
     output: Path | None = None
     diff: bool = False
     fix: bool = False
     exit_zero: bool = False
     exit_non_zero_on_fix: bool = False
     progress: bool = True
-    """A progress bar on stderr (only on a terminal)."""
+    """Progress on stderr: a bar on a terminal, elsewhere (CI) a line every 20 s."""
 
 
 def options_from(args: argparse.Namespace) -> ReportOptions:
     return ReportOptions(
         output_format=args.output_format,
+        statistics=args.statistics,
         output=args.output,
         diff=args.diff,
         fix=args.fix,
         exit_zero=args.exit_zero,
         exit_non_zero_on_fix=args.exit_non_zero_on_fix,
-        progress=not args.dashboard,
+        # Progress lines in an event stream on stderr would be lines its reader (remora
+        # dashboard) cannot read; the bar is for a person at a terminal.
+        progress=not args.dashboard and (args.events != "-" or sys.stderr.isatty()),
     )
 
 
@@ -232,6 +237,7 @@ class Report:
         streamed = options.output_format == "jsonl"
         self.stream = JsonLinesStream(options.output) if streamed else None
         self.progress: JobProgress | None = None
+        self.lines: ProgressLines | None = None
 
     def hooks(self) -> AnalysisHooks:
         return AnalysisHooks(
@@ -240,10 +246,22 @@ class Report:
             say=say,
             warn=warn,
             report=self.write,
+            planned=self.planned,
+            ended=self.ended,
         )
 
+    def planned(self, jobs: dict[str, int]) -> None:
+        if self.options.progress and not sys.stderr.isatty():
+            self.lines = ProgressLines(jobs, stream=sys.stderr).start()
+
+    def ended(self, result: JobResult) -> None:
+        if self.lines is not None:
+            self.lines.count(result)
+
     def started(self, pending: int) -> None:
-        enabled = self.options.progress and stderr.is_terminal
+        # rich takes a pipe for a terminal under FORCE_COLOR, which CI jobs often set: its bar
+        # would fill the log with redraws. A real terminal only; the lines above serve the rest.
+        enabled = self.options.progress and stderr.is_terminal and sys.stderr.isatty()
         self.progress = JobProgress(pending, enabled=enabled).__enter__()
 
     def result(self, result: JobResult) -> None:
@@ -256,6 +274,9 @@ class Report:
         if self.progress is not None:
             self.progress.__exit__(None, None, None)
             self.progress = None
+        if self.lines is not None:
+            self.lines.stop()
+            self.lines = None
 
     def discard(self) -> None:
         if self.stream is not None:
@@ -272,7 +293,7 @@ class Report:
             else:
                 text = render_report(
                     options.output_format, outcome.results, outcome.summary, outcome.agents,
-                    outcome.root,
+                    outcome.root, text=TextOptions(statistics=options.statistics, fix=options.fix),
                 )  # fmt: skip
                 if options.output:
                     write_text_atomic(options.output, text)
@@ -313,17 +334,23 @@ def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
             code = max(code, ExitCode.FINDINGS)
         if applied.failed:
             code = ExitCode.ERROR
-    elif outcome.changes and not options.diff:
+    elif outcome.changes and not options.diff and not says_next(options):
         # The report says "docstring written": written in the job's workspace, not in the file.
         files = len({change.file for change in outcome.changes})
         noun = "file" if files == 1 else "files"
         say(f"edits to {files} {noun} not applied: --diff shows them, --fix applies them")
     suggested, count = suggested_edits(outcome)
-    if suggested and not options.diff:
+    if suggested and not options.diff and not says_next(options):
         say(f"{count} not made: --diff shows them")
     if options.exit_zero and code == ExitCode.FINDINGS:
         return ExitCode.OK
     return code
+
+
+def says_next(options: ReportOptions) -> bool:
+    """Whether the report itself says what to do next (the text and table reports on stdout);
+    else stderr does."""
+    return options.output_format in ("text", "table") and options.output is None
 
 
 def report_errors(results: list[JobResult], limit: int = 20) -> None:

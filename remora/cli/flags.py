@@ -53,9 +53,16 @@ def run_flags() -> argparse.ArgumentParser:
         "--format",
         dest="output_format",
         choices=FORMATS,
-        default="table",
-        help="report format: table, json, jsonl (streamed, one object per job, then a "
-        "summary), sarif (GitHub code scanning), github (workflow annotations)",
+        default="text",
+        help="report format: text (the findings, as ruff prints them, then a few lines per "
+        "agent), table (a row per job with its whole summary or reason, then the text), json, "
+        "jsonl (streamed, one object per job, then a summary), sarif (GitHub code scanning), "
+        "github (workflow annotations)",
+    )
+    flags.add_argument(
+        "--statistics",
+        action="store_true",
+        help="text and table formats: count the findings per rule instead of listing them",
     )
     return flags
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-STATUSES = ("success", "failed", "error", "skipped")
+STATUSES = ("success", "failed", "error", "skipped", "suggested", "not_possible")
 REFRESH_S = 0.25
 """How often the live view is redrawn and a followed file polled."""
 LOW_CONFIDENCE = 0.5

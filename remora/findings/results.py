@@ -17,6 +17,12 @@ class JobStatus(StrEnum):
     FAILED = "failed"
     """The agent ran but its work was not verified: submitted without it (`not_done`), turn
     limit, time limit or too many bad replies."""
+    SUGGESTED = "suggested"
+    """Nothing verified was written, but a tool proposed an edit for a reviewer to take by hand
+    (a model-drafted docstring withheld): a finding with a suggestion, not a failure."""
+    NOT_POSSIBLE = "not_possible"
+    """The agent's tools found nothing they could do for this node, and said why (`summary`):
+    a function no test can characterize, a definition no draft fits. Not a failure."""
     SKIPPED = "skipped"
     """The job did not run (cancelled before it started)."""
     ERROR = "error"
@@ -59,6 +65,9 @@ class Finding(BaseModel):
     severity: Severity = "warning"
     help_uri: str | None = None
     """Where the rule is explained (ruff's page for a ruff rule); else the agent's `rules:`."""
+    fix: Literal["edit", "suggestion"] | None = None
+    """What the job did about it: an edit (`--fix` applies it, `--diff` shows it) or a
+    suggestion (`--diff` shows it on stderr; never applied); None: neither."""
 
 
 class Change(BaseModel):
@@ -155,19 +164,29 @@ class AgentTally(BaseModel):
     jobs: int = 0
     outcomes: dict[str, int] = Field(default_factory=dict)
     """Verified outcomes (`written`, `current`, ...) and how many jobs reached each."""
+    suggested: int = 0
+    """Jobs that left a suggested edit for a reviewer (status suggested)."""
+    not_possible: int = 0
+    """Jobs whose tools found nothing they could do, with the reason (status not_possible)."""
     not_done: int = 0
     """Jobs that ran but whose work no tool verified (status failed)."""
     error: int = 0
     skipped: int = 0
 
     def line(self, agent: str) -> str:
-        done = ", ".join(f"{count} {name}" for name, count in sorted(self.outcomes.items()))
-        parts = [f"{self.jobs} jobs", done or "0 done", f"{self.not_done} not done"]
-        if self.error:
-            parts.append(f"{self.error} error")
-        if self.skipped:
-            parts.append(f"{self.skipped} skipped")
-        return f"{agent}: " + ", ".join(parts)
+        """`docstring: 11 jobs: 1 current, 8 suggested, 2 not possible`."""
+        parts = [f"{count} {name}" for name, count in sorted(self.outcomes.items())]
+        for count, words in (
+            (self.suggested, "suggested"),
+            (self.not_possible, "not possible"),
+            (self.not_done, "not done"),
+            (self.error, "error" if self.error == 1 else "errors"),
+            (self.skipped, "skipped"),
+        ):
+            if count:
+                parts.append(f"{count} {words}")
+        jobs = f"{self.jobs} job" + ("" if self.jobs == 1 else "s")
+        return f"{agent}: {jobs}: " + (", ".join(parts) or "nothing done")
 
 
 class EngineUsage(BaseModel):
@@ -207,6 +226,8 @@ class RunSummary(BaseModel):
     nodes: int
     jobs: int
     success: int = 0
+    suggested: int = 0
+    not_possible: int = 0
     failed: int = 0
     error: int = 0
     skipped: int = 0
@@ -232,6 +253,10 @@ class RunSummary(BaseModel):
             if result.status is JobStatus.SUCCESS:
                 name = result.outcome or "done"
                 tally.outcomes[name] = tally.outcomes.get(name, 0) + 1
+            elif result.status is JobStatus.SUGGESTED:
+                tally.suggested += 1
+            elif result.status is JobStatus.NOT_POSSIBLE:
+                tally.not_possible += 1
             elif result.status is JobStatus.FAILED:
                 tally.not_done += 1
             elif result.status is JobStatus.ERROR:
@@ -241,10 +266,14 @@ class RunSummary(BaseModel):
         return summary
 
     def totals(self) -> str:
+        counts = [f"{self.success} success"]
+        counts += [f"{self.suggested} suggested"] if self.suggested else []
+        counts += [f"{self.not_possible} not possible"] if self.not_possible else []
+        counts += [f"{self.failed} failed", f"{self.error} error", f"{self.skipped} skipped"]
         return (
-            f"{self.nodes} nodes, {self.jobs} jobs: {self.success} success, "
-            f"{self.failed} failed, {self.error} error, {self.skipped} skipped; "
-            f"{self.findings} findings" + (f"; {self.cached} from the cache" if self.cached else "")
+            f"{_count(self.nodes, 'node')}, {_count(self.jobs, 'job')}: {', '.join(counts)}; "
+            f"{_count(self.findings, 'finding')}"
+            + (f"; {self.cached} from the cache" if self.cached else "")
         )
 
     def agent_lines(self) -> list[str]:
@@ -256,6 +285,12 @@ class RunSummary(BaseModel):
         look at (findings or agents that did not finish), else 0."""
         if self.error:
             return ExitCode.ERROR
-        if self.findings or self.failed:
+        # Jobs suggested or not possible were `failed` before they had their own words: the
+        # exit code stays what it was for them.
+        if self.findings or self.failed or self.suggested or self.not_possible:
             return ExitCode.FINDINGS
         return ExitCode.OK
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")

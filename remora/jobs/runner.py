@@ -20,6 +20,7 @@ from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace
 from remora.events import NO_EVENTS, JobEvents
 from remora.findings.results import ErrorCode, Finding, JobError, JobResult, JobStatus
+from remora.jobs.endings import JobEnd, JobEnded, ToolFault, not_done_message
 from remora.jobs.profiles import ModelProfile, call_grammar
 from remora.jobs.tool_calls import BadCall, check_call, model_content, record_findings
 from remora.jobs.transcripts import NO_RECORDING, TranscriptRecorder
@@ -48,23 +49,6 @@ from remora.sandbox.externals import host_functions, injected_context
 
 REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
 FINAL_REMINDER = "This is the last turn: call submit_result now."
-
-
-class JobEnded(Exception):
-    """The agent stopped without a valid submit_result."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = JobError(code=code, message=message)
-
-
-class ToolFault(Exception):
-    """The environment failed a tool (a program missing, a timeout, a crashed sandbox): nothing
-    the model can repair, so the job ends as an error instead of going back to the model."""
-
-    def __init__(self, error: JobError) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 class FunctionGemmaRunner:
@@ -101,7 +85,9 @@ class FunctionGemmaRunner:
         self.refusals: list[str] = []
         self.finished = False
         """A tool said nothing is left for the model to do: the job ends without its turn."""
-        self.final_reason = ""
+        self.final_reason = self.final_words = ""
+        self.not_possible = ""
+        """Why a tool found nothing it could do for the node (its `not_possible`)."""
         self.suggested: dict[str, Any] = {}
         """The edit a tool proposed but did not make (`suggestion`), shown, never applied."""
         self.events = events or NO_EVENTS.for_job("", node.id, agent.name)
@@ -123,7 +109,9 @@ class FunctionGemmaRunner:
         try:
             with anyio.fail_after(self.settings.job_timeout):
                 submitted = await self._turn_loop()
-            error = JobError(code=ErrorCode.NOT_DONE, message=self._not_done(submitted))
+            wanted, reason = self.agent.definition.done_when, self.final_reason
+            message = not_done_message(wanted, submitted, reason, self.refusals)
+            error = JobError(code=ErrorCode.NOT_DONE, message=message)
         except JobEnded as ended:
             error = ended.error
         except TimeoutError:
@@ -139,15 +127,15 @@ class FunctionGemmaRunner:
             status, error = JobStatus.ERROR, JobError(code=exc.code, message=exc.message)
         except UnsureReply as unsure:
             error = JobError(code=unsure.code, message=str(unsure))
-        outcome, summary = self.verified or (None, "")
-        if status is JobStatus.FAILED and outcome is not None:
-            summary += f"; {not_asked}" if not_asked else ""
-            status, error = JobStatus.SUCCESS, None
         writes, options = self.agent.definition.writes, self.agent.options
+        suggested = scoped_suggestion(writes, options, self.node, self.workspace, self.suggested)
+        end = JobEnd(status, error, self.verified, not_asked)
+        status, error, outcome, summary = end.settled(
+            suggested=self.final_words if suggested else "", not_possible=self.not_possible
+        )
         changes, refused = scoped_changes(writes, options, self.node, self.workspace)
         if status is not JobStatus.SUCCESS:
             changes, refused = [], []
-        suggested = scoped_suggestion(writes, options, self.node, self.workspace, self.suggested)
         if refused:
             summary += f"; {len(refused)} change{'s' if len(refused) > 1 else ''} refused: "
             summary += "; ".join(refused)[:300]
@@ -155,8 +143,8 @@ class FunctionGemmaRunner:
             node=self.node,
             agent=self.agent.name,
             status=status,
-            summary=summary if status is JobStatus.SUCCESS else "",
-            outcome=outcome if status is JobStatus.SUCCESS else None,
+            summary=summary,
+            outcome=outcome,
             note=model_note(submitted, self.agent),
             findings=list(self.findings.values()),
             changes=changes,
@@ -337,17 +325,6 @@ class FunctionGemmaRunner:
         awaits, which a type checker's narrowing of an attribute does not see)."""
         return self.finished
 
-    def _not_done(self, submitted: dict[str, Any] | None) -> str:
-        wanted = " or ".join(self.agent.definition.done_when)
-        if submitted is None:  # a tool ended the job without an outcome that completes it
-            return f"finished without a verified outcome ({wanted}): {self.final_reason}"
-        if not self.refusals:
-            return f"submitted without a verified outcome ({wanted}); no tool reported one"
-        return (
-            f"submitted without a verified outcome ({wanted}); {len(self.refusals)} tool "
-            f"refusal{'s' if len(self.refusals) > 1 else ''}, last: {self.refusals[-1]}"
-        )
-
     def _observe(self, tool: Tool, outcome: ToolOutcome) -> None:
         """Record what a tool verified or refused; end the job on an environment fault."""
         if outcome.crashed:
@@ -367,9 +344,11 @@ class FunctionGemmaRunner:
             self.refusals.append(f"{tool.name}: {'; '.join(map(str, value['problems']))}"[:300])
         if value.get("final") is True:  # nothing is left for the model to do
             self.finished = True
+            if isinstance(value.get("not_possible"), str):
+                self.not_possible = str(value["not_possible"])[:1000]
             problems = "; ".join(map(str, value.get("problems") or []))
-            why = summary or value.get("reason") or problems or name
-            self.final_reason = f"{tool.name}: {why}"[:300]
+            self.final_words = str(summary or value.get("reason") or problems or name)[:300]
+            self.final_reason = f"{tool.name}: {self.final_words}"[:300]
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
         try:

@@ -83,4 +83,5 @@ def record_findings(findings: dict[tuple[object, ...], Finding], raw: object, no
         data = {"file": node.file, "line": node.start_line, **item}
         finding = Finding.model_validate(data)
         key = (finding.rule, finding.file, finding.line, finding.column, finding.message)
-        findings.setdefault(key, finding)
+        if key not in findings or (finding.fix and not findings[key].fix):
+            findings[key] = finding  # a later tool that made an edit for it says so

@@ -12,8 +12,9 @@ from remora.findings.results import JobResult, RunSummary
 from remora.report.json import render_json
 from remora.report.paths import as_shown
 from remora.report.table import render_table
+from remora.report.text import TextOptions, render_text
 
-FORMATS = ("table", "json", "jsonl", "sarif", "github")
+FORMATS = ("text", "table", "json", "jsonl", "sarif", "github")
 
 
 def render_report(
@@ -24,6 +25,7 @@ def render_report(
     root: Path,
     *,
     color: bool = False,
+    text: TextOptions = TextOptions(),  # noqa: B008 (frozen: one shared default is fine)
 ) -> str:
     if output_format != "sarif":  # SARIF: repository-relative URIs, with a uriBaseId
         results = as_shown(results, root)
@@ -40,4 +42,6 @@ def render_report(
         return render_github(
             results, summary, step_summary=Path(step_summary) if step_summary else None
         )
-    return render_table(results, summary, color=color and sys.stdout.isatty())
+    if output_format == "table":
+        return render_table(results, summary, agents, text, color=color and sys.stdout.isatty())
+    return render_text(results, summary, agents, text)
