@@ -213,9 +213,7 @@ def test_rejected_and_invalid_samples_are_left_out_and_none_accepted_is_not_done
     rejected = results["draw"]
     assert rejected["status"] == "not_possible" and rejected["error"] is None
     message = rejected["summary"]
-    assert re.search(
-        r"^no call of draw that returned could be found \(\d+ tried\)", message
-    )
+    assert re.search(r"^no call of draw that returned could be found \(\d+ tried\)", message)
     assert rejected["changes"] == [] and rejected["turns"] == 0
     assert not (demo / "fixtures" / "odd_draw.json").exists()
 
