@@ -517,7 +517,7 @@ def test_below_the_threshold_nothing_is_written_and_the_draft_is_shown(
     [suggested] = job["suggestions"]  # the edit it would have made, as a patch
     assert suggested["file"] == "price.py" and '+    """Round the price' in suggested["diff"]
     [finding] = job["findings"]  # one finding, carrying the suggestion
-    assert finding["rule"] == "DOC100"
+    assert finding["rule"] == "D103"  # pydocstyle's code for a function without a docstring
     assert "draft below confidence (0." in finding["message"]
     assert "not written: 'Round the price with the percent.'" in finding["message"]
     assert code == 1
@@ -708,3 +708,32 @@ def test_a_suggestion_comes_back_from_the_cache_only_for_the_same_file(
         main([*command, *suggest])
         assert len(server.completion_requests) == asked  # the same node: a cache hit
     assert "suggested edit" not in capsys.readouterr().err
+
+
+MESSAGES_SOURCE = '''\
+def keygen(alg):
+    """Make a key."""
+    try:
+        DEFAULT | alg
+    except TypeError:
+        msg = "keygen: 'alg' argument must be from the enum 'ns'"
+        raise ValueError(msg + ", got {}".format(str(alg)))
+    if alg < 0:
+        raise KeyError("value must not be '" + str(alg) + "'")
+    if alg > 9:
+        raise OSError(f"alg is too large for the table, got {alg}")
+    return alg
+'''
+
+
+def test_a_raise_message_is_read_through_its_variable_and_its_concatenation() -> None:
+    """A message kept in a variable and continued with `+` describes the exception as a literal
+    one does: up to where the value is cut in, without the function's name as its prefix, its
+    quotes balanced; where that leaves less than a sentence, the `if` above the raise."""
+    facts = code_facts(MESSAGES_SOURCE, 1)
+    assert facts is not None
+    assert facts["raises"] == [
+        {"name": "ValueError", "description": "'alg' argument must be from the enum 'ns'."},
+        {"name": "KeyError", "description": "If ``alg < 0``."},
+        {"name": "OSError", "description": "Alg is too large for the table."},
+    ]

@@ -134,14 +134,18 @@ def test_findings_two_tools_share() -> None:
     unused = {**problem, "code": "F401", "url": "https://docs.astral.sh/ruff/rules/unused-import"}
     assert ruff_finding(unused, 3)["help_uri"] == unused["url"]
     check: dict[str, Any] = {
-        "status": "outdated", "problems": ["documents `x`, which is not a parameter"],
-        "line": 4, "column": 5, "skip_reason": None, "nested": False,
+        "status": "missing", "line": 4, "column": 5, "skip_reason": None, "nested": False,
+        "method": True,
     }  # fmt: skip
+    # A missing docstring is pydocstyle's rule for its kind, with ruff's message.
     found = docstring_finding(check, "Cart.total", "method")
-    assert (found["rule"], found["severity"]) == ("DOC101", "warning")
-    assert found["message"] == (
-        "the docstring of `Cart.total` documents `x`, which is not a parameter"
-    )
+    assert (found["rule"], found["severity"]) == ("D102", "info")
+    assert found["message"] == "Missing docstring in public method"
+    assert docstring_finding(check, "Cart.__init__", "method")["rule"] == "D107"
+    assert docstring_finding(check, "Cart.__eq__", "method")["rule"] == "D105"
+    assert docstring_finding({**check, "method": False}, "Cart", "class")["rule"] == "D101"
+    assert docstring_finding({**check, "method": False}, "Cart.Row", "class")["rule"] == "D106"
+    assert docstring_finding({**check, "method": False}, "load", "function")["rule"] == "D103"
     assert docstring_skip_reason(check, "Cart._total", include_private=False) == (
         "`_total` is private (set the option include_private to document it)"
     )

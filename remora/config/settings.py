@@ -174,7 +174,7 @@ class CommandSettings(Section):
     """Programs tool scripts may run with run_command(), on the host, in the job's workspace."""
 
     allowed: list[Annotated[str, BeforeValidator(_file_name)]] = Field(
-        default_factory=lambda: ["ruff", "pytest"]
+        default_factory=lambda: ["ruff", "pytest", "pydoclint"]
     )
     """Executables, by name (no folder part), looked up next to Remora's Python first, then in
     the absolute folders of PATH; they run only inside the OS sandbox."""

@@ -25,6 +25,7 @@ from remora.protocol.completion import (
     DraftsRequest,
 )
 from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
+from remora.sandbox.docstring_host import docstring_functions
 from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
 from remora.tool_library.case_render import render_module
@@ -35,14 +36,9 @@ from remora.tool_library.docstring_doctest import doctest_examples, examples_sec
 from remora.tool_library.docstring_parse import parse_docstring
 from remora.tool_library.docstring_prompt import summary_prompt
 from remora.tool_library.docstring_rank import rank_drafts
-from remora.tool_library.docstring_render import render_docstring
+from remora.tool_library.docstring_render import keep_layout, render_docstring
 from remora.tool_library.docstring_retrieval import nearest_examples
-from remora.tool_library.module_paths import (
-    locate_tests,
-    module_of,
-    project_of,
-    python_sources,
-)
+from remora.tool_library.module_paths import locate_tests, module_of, project_of, python_sources
 from remora.tool_library.signatures import describe_schema, signature_schema
 from remora.tool_library.source_compare import compare_python
 from remora.tool_library.test_cases import parse_test_case
@@ -355,6 +351,7 @@ def host_functions(
         "check_docstring": check_docstring,
         "parse_docstring": parse_docstring,
         "render_docstring": render_docstring,
+        "keep_layout": keep_layout,
         "compare_python": compare_python,
         "validate_json": validate_json,
         "module_name": module_name,
@@ -376,6 +373,7 @@ def host_functions(
         "summary_prompt": summary_prompt,
         "doctest_examples": doctest_examples,
         "examples_section": examples_section,
+        **docstring_functions(workspace, node, commands, fault),
     }
 
 

@@ -53,15 +53,36 @@ def check_docstring(
     source: str, line: int, style: str = "google", include_types: bool = False
 ) -> dict[str, Any] | None:
     """The class or function starting on `line` (decorators count), or None: kind, name,
-    method, nested, line, column (of its name), decorators; status ("missing", "outdated",
-    "ok" or "skipped"), skip_reason, problems (how the docstring disagrees with the signature);
-    parameters to document (name, doc_name such as "*args", annotation, default, kind; no
-    self/cls); result ({section: "Returns" or "Yields", annotation} or None); docstring (text,
-    line, end_line, start, end, parsed) or None; template (the docstring to write, None where a
-    sentence is needed: in the existing docstring's style, else `style`) and needs (summary:
-    bool, parameters: names, result: the section title or None); indent (the body's);
-    splice {start, end, before, after}: the new source is
+    method, nested, line, column (of its name), decorators; status ("missing", "present" or
+    "skipped": whether a present docstring agrees with the code is docstring_lint's to say),
+    skip_reason; parameters to document (name, doc_name such as "*args", annotation, default,
+    kind; no self/cls); result ({section: "Returns" or "Yields", annotation} or None);
+    docstring (text, line, end_line, start, end, parsed) or None; template (the docstring to
+    write, None where a sentence is needed: in the existing docstring's style, else `style`)
+    and needs (summary: bool, parameters: names, result: the section title or None); indent
+    (the body's); splice {start, end, before, after}: the new source is
     source[:start] + before + literal + after + source[end:]."""
+
+async def docstring_lint(
+    line: int, style: str = "google", text: str | None = None
+) -> dict[str, Any]:
+    """pydoclint on the node's file (or on `text` as that file), run once per content in the
+    OS sandbox, with the nearest pyproject.toml's [tool.pydoclint] (else Remora's defaults in
+    the docstring's own style, else `style`): findings (rule, message, line, column, severity,
+    help_uri: pydoclint's own) on the docstring of the definition starting on `line` (a
+    class's include its __init__'s that pydoclint checks against the class docstring),
+    subject ("function", "class" or "none"), signature_line, options (pydoclint's, in effect),
+    style, config (the file, or None), command, skip_reason (why an __init__ without a
+    docstring needs none, or None). A configuration pydoclint refuses ends the job as an
+    error."""
+
+def fix_plan(
+    source: str, line: int, lint: dict[str, Any], include_types: bool = False
+) -> dict[str, Any] | None:
+    """The edit of the docstring that docstring_lint's findings `lint` concern, or None: style,
+    indent, splice; parts (every fix, None where the model writes a sentence: needs
+    parameters, attributes, result), decided_parts (only what the code decides); per finding
+    code decided, drafted, left ({code: why not}); changes (in words)."""
 
 def parse_docstring(docstring: str) -> dict[str, Any]:
     """A Google, NumPy or Sphinx docstring's parts: style (None without sections), summary,
@@ -73,6 +94,11 @@ def render_docstring(
 ) -> str:
     """The docstring literal for `parts` (shaped like parse_docstring's result) in `style`,
     every line after the first indented with `indent`. Text is not escaped."""
+
+def keep_layout(original: str, before: str, after: str) -> str:
+    """`original` (a docstring literal as written) with the lines that changed from `before` to
+    `after` (it rendered unedited and edited) changed the same way; `after` whole when a changed
+    line has no counterpart in `original`."""
 
 def compare_python(before: str, after: str) -> dict[str, Any]:
     """Whether `after` is `before` with only docstrings changed: ok, problems, parses,
@@ -162,8 +188,9 @@ def ruff_finding(problem: dict[str, Any], line: int) -> dict[str, Any]:
     line, column, severity: error for syntax errors and E9xx, else warning)."""
 
 def docstring_finding(check: dict[str, Any]) -> dict[str, Any]:
-    """DOC100 (missing) or DOC101 (disagrees with the signature) for this node's
-    check_docstring result."""
+    """The missing docstring of this node's check_docstring result under pydocstyle's rule
+    (D101 class, D102 method, D103 function, D105 magic method, D106 nested class, D107
+    __init__), with its message."""
 
 def docstring_skip_reason(check: dict[str, Any], include_private: bool = False) -> str | None:
     """Why the options leave this node's definition alone (private, nested, or check_docstring's

@@ -1,7 +1,9 @@
-"""check_docstring: where a definition's docstring is and whether it agrees with the signature
-(tree-sitter on the host: the sandbox has none), with the docstring to write and where it goes.
-Parsing and rendering the styles are in `docstring_parse` and `docstring_render`; proof that an
-edit changed nothing but docstrings is `source_compare`.
+"""check_docstring: where a definition's docstring is, what its signature asks a new one to
+document (tree-sitter on the host: the sandbox has none), with the docstring to write and where it
+goes. Whether an existing docstring agrees with its code is pydoclint's to say
+(`docstring_lint`), and how to fix it `docstring_fix`'s. Parsing and rendering the styles are in
+`docstring_parse` and `docstring_render`; proof that an edit changed nothing but docstrings is
+`source_compare`.
 
 Every function of these modules is pure: it takes source text and returns plain data (dicts,
 lists, strings, numbers, None), because results cross into the sandbox. Offsets are character
@@ -20,12 +22,7 @@ from tree_sitter import Node as SyntaxNode
 # One definition of what a parameter is, shared with node_info() so both report the same names.
 from remora.discovery.node_info import _parameters as signature_parameters
 from remora.tool_library.docstring_edit import _kept, _splice, _template
-from remora.tool_library.docstring_parse import (
-    MAIN_PARAMETER_SECTIONS,
-    STYLES,
-    _bare,
-    parse_docstring,
-)
+from remora.tool_library.docstring_parse import STYLES, parse_docstring
 from remora.tool_library.syntax import (
     _PARSER,
     DEFINITIONS,
@@ -55,9 +52,9 @@ def check_docstring(
     """What the class or function starting on `line` (its decorators count) documents, what
     its signature asks for, and where a docstring goes; None when no definition starts there.
 
-    `status` is "missing", "outdated" (see `problems`), "ok" or "skipped" (`skip_reason`: an
-    @overload stub or a property setter, documented elsewhere). A docstring without sections
-    (a summary, maybe paragraphs) is "ok": only sections are checked against the signature.
+    `status` is "missing", "present" or "skipped" (`skip_reason`: an @overload stub or a
+    property setter, documented elsewhere). Whether a present docstring agrees with the code
+    is pydoclint's to say (docstring_lint.py).
 
     `template` is the docstring to write, in the existing docstring's style when it has one,
     else in `style`: the existing text where it is still right, None where a sentence is
@@ -94,19 +91,12 @@ def check_docstring(
     if kind == "function":
         parameters = _documentable_parameters(definition, method, decorators)
         result, skip_reason = _expected_result(definition, body, decorators)
-    # A class docstring may document __init__'s arguments (NumPy does): not checked here,
-    # __init__ is a method of its own.
-    problems = (
-        _disagreements(parsed, parameters, result, decorators)
-        if parsed and kind == "function"
-        else []
-    )
     if skip_reason is not None:
         status = "skipped"
     elif docstring is None or not docstring["text"].strip():
         status = "missing"
     else:
-        status = "outdated" if problems else "ok"
+        status = "present"
     if kind == "class" and parsed is not None:
         template, needs = _kept(parsed, style)
     else:
@@ -123,7 +113,6 @@ def check_docstring(
         "decorators": decorators,
         "status": status,
         "skip_reason": skip_reason,
-        "problems": problems,
         "parameters": parameters,
         "result": result,
         "docstring": None if docstring is None else {**docstring, "parsed": parsed},
@@ -231,44 +220,6 @@ def _returns_and_yields(body: SyntaxNode) -> tuple[bool, bool]:
             yields = True
         stack.extend(node.children)
     return returns, yields
-
-
-def _disagreements(
-    parsed: dict[str, Any],
-    parameters: list[dict[str, Any]],
-    result: dict[str, Any] | None,
-    decorators: list[str],
-) -> list[str]:
-    if parsed["style"] is None:
-        return []
-    problems = []
-    wanted = [p["name"] for p in parameters]
-    documented = {_bare(p["name"]) for p in parsed["parameters"]}
-    main = [
-        p["name"] for p in parsed["parameters"] if p["section"].lower() in MAIN_PARAMETER_SECTIONS
-    ]
-    missing = [p["doc_name"] for p in parameters if p["name"] not in documented]
-    if missing:
-        problems.append(f"does not document {_plural('parameter', missing)}")
-    extra = [name for name in main if _bare(name) not in wanted]
-    if extra:
-        problems.append(f"documents {_plural('parameter', extra)} not in the signature")
-    has_result = parsed["returns"] is not None or parsed["yields"] is not None
-    properties = any(_decorator_name(d) in PROPERTY_DECORATORS for d in decorators)
-    if result is not None and not has_result:
-        problems.append(f"does not document the {_result_noun(result)}")
-    elif result is None and has_result and not properties:
-        problems.append("documents a return value, but the function returns none")
-    return problems
-
-
-def _result_noun(result: dict[str, Any]) -> str:
-    return "values it yields" if result["section"] == "Yields" else "return value"
-
-
-def _plural(noun: str, names: list[str]) -> str:
-    quoted = ", ".join(f"`{name}`" for name in names)
-    return f"{noun}{'s' if len(names) != 1 else ''} {quoted}"
 
 
 # --------------------------------------------------------------------------- parse_docstring

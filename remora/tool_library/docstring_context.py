@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 from typing import Any
 
 from tree_sitter import Node as SyntaxNode
 
 from remora.discovery.node_info import _parameters as signature_parameters
 from remora.tool_library.docstring_parse import parse_docstring
+from remora.tool_library.docstring_raises import raise_sites
 from remora.tool_library.docstring_words import SPECIAL_METHODS, words
 from remora.tool_library.syntax import (
     _PARSER,
@@ -200,7 +200,7 @@ def code_facts(source: str, line: int) -> dict[str, Any] | None:
     for node in own + leading:
         if node.type in ("string_content", "comment"):
             grounding.update(words(_text(node)))
-    raises = _raises(own)
+    raises = raise_sites(own)
     for item in raises:
         grounding.update(words(item["name"]))
     module_doc = _docstring_text(_docstring_statement(tree.root_node))
@@ -236,67 +236,6 @@ def code_facts(source: str, line: int) -> dict[str, Any] | None:
         "return_annotation": _text(returns) if returns is not None else None,
         "special": SPECIAL_METHODS.get(info["name"]) if info["owner"] else None,
     }
-
-
-def _raises(own: list[SyntaxNode]) -> list[dict[str, str]]:
-    found: dict[str, str] = {}
-    for node in sorted(own, key=lambda n: n.start_byte):
-        if node.type != "raise_statement" or not node.named_children:
-            continue
-        raised = node.named_children[0]
-        callee = raised.child_by_field_name("function") if raised.type == "call" else raised
-        if callee is None or callee.type not in ("identifier", "attribute"):
-            continue
-        name = _text(callee)
-        if not re.fullmatch(r"[A-Za-z_][\w.]*", name) or (
-            not name[0].isupper() and "." not in name
-        ):
-            continue
-        description = _raise_message(raised) or _raise_condition(node)
-        if name not in found or (description and not found[name]):
-            found[name] = description
-    return [{"name": name, "description": text} for name, text in found.items()]
-
-
-def _raise_message(raised: SyntaxNode) -> str:
-    """The exception's message up to its first placeholder, as a sentence ("" if none)."""
-    arguments = raised.child_by_field_name("arguments") if raised.type == "call" else None
-    first = (
-        arguments.named_children[0] if arguments is not None and arguments.named_children else None
-    )
-    if first is None or first.type not in ("string", "concatenated_string"):
-        return ""
-    parts = first.named_children if first.type == "concatenated_string" else [first]
-    text = ""
-    for part in parts:
-        for child in part.named_children:
-            if child.type == "string_content":
-                text += _text(child)
-            elif child.type == "interpolation":
-                text += "\0"
-            elif child.type == "escape_sequence":
-                text += " "
-    if "%" in text or "{" in text:  # old-style or str.format placeholders
-        text = re.split(r"%[sdrif]|\{[^}]*\}", text)[0] + "\0"
-    head = text.split("\0")[0] if "\0" in text else text
-    head = re.sub(r"[\s,:;(\[-]*(\b(not|got|but|was|is|for|of)\b)?[\s,:;(\['\"]*$", "", head)
-    head = " ".join(head.split())
-    if len(words(head)) < 3:
-        return ""
-    return head[0].upper() + head[1:] + ("" if head.endswith((".", "!", "?")) else ".")
-
-
-def _raise_condition(raise_node: SyntaxNode) -> str:
-    parent = raise_node.parent
-    if parent is not None and parent.type == "block":
-        parent = parent.parent
-    if parent is None or parent.type not in ("if_statement", "elif_clause"):
-        return ""
-    condition = parent.child_by_field_name("condition")
-    if condition is None:
-        return ""
-    code = " ".join(_text(condition).split())
-    return f"If ``{code}``." if len(code) <= 60 else ""
 
 
 def _parameter_uses(own: list[SyntaxNode], names: set[str]) -> dict[str, set[str]]:

@@ -12,7 +12,7 @@ from remora.tool_library.docstring_parse import (
     MAIN_PARAMETER_SECTIONS,
     OTHER_PARAMETER_SECTIONS,
     RESULT_TITLE,
-    _bare,
+    bare_name,
 )
 from remora.tool_library.syntax import (
     PROPERTY_DECORATORS,
@@ -36,7 +36,7 @@ def _template(
         style = parsed["style"]
     old = parsed or {}
     old_parameters = old.get("parameters", [])
-    by_name = {_bare(p["name"]): p for p in old_parameters}
+    by_name = {bare_name(p["name"]): p for p in old_parameters}
     main_title = next(
         (p["section"] for p in old_parameters if p["section"].lower() in MAIN_PARAMETER_SECTIONS),
         DEFAULT_PARAMETER_TITLE[style],
@@ -58,7 +58,7 @@ def _template(
     entries += [
         p
         for p in old_parameters
-        if _bare(p["name"]) not in wanted and p["section"].lower() in OTHER_PARAMETER_SECTIONS
+        if bare_name(p["name"]) not in wanted and p["section"].lower() in OTHER_PARAMETER_SECTIONS
     ]
     returns, yields = old.get("returns"), old.get("yields")
     properties = any(_decorator_name(d) in PROPERTY_DECORATORS for d in decorators)

@@ -42,7 +42,7 @@ RESULT_TITLE = {
 }
 
 
-def _bare(name: str) -> str:
+def bare_name(name: str) -> str:
     return name.lstrip("*")
 
 
@@ -183,7 +183,7 @@ def _parse_google(lines: list[str], parts: dict[str, Any]) -> None:
             continue
         key = (title or "").lower()
         if key in MAIN_PARAMETER_SECTIONS or key in OTHER_PARAMETER_SECTIONS:
-            parts["parameters"] += _google_entries(content, title or "")
+            parts["parameters"] += google_entries(content, title or "")
         elif key in RETURN_SECTIONS or key in YIELD_SECTIONS:
             first, _, rest = content.partition("\n")
             kind, colon, text = first.partition(":")
@@ -194,10 +194,13 @@ def _parse_google(lines: list[str], parts: dict[str, Any]) -> None:
                 "description": ((text.strip() if typed else first) + "\n" + rest).strip("\n"),
             }
         else:
-            parts["sections"].append({"title": title or "", "body": content})
+            section: dict[str, Any] = {"title": title or "", "body": content}
+            if title and not parts["parameters"] and not parts["returns"] and not parts["yields"]:
+                section["before"] = True  # a Note above Args stays above it when rendered
+            parts["sections"].append(section)
 
 
-def _google_entries(content: str, section: str) -> list[dict[str, Any]]:
+def google_entries(content: str, section: str) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     for text in content.split("\n"):
         match = GOOGLE_ENTRY.match(text)
@@ -228,7 +231,7 @@ def _parse_numpy(lines: list[str], parts: dict[str, Any]) -> None:
         content = "\n".join(text.rstrip() for text in block[2:]).strip("\n")
         key = title.lower()
         if key in MAIN_PARAMETER_SECTIONS or key in OTHER_PARAMETER_SECTIONS:
-            parts["parameters"] += _numpy_entries(content, title)
+            parts["parameters"] += numpy_entries(content, title)
         elif key in RETURN_SECTIONS or key in YIELD_SECTIONS:
             items = [text for text in content.split("\n") if text.strip() and not text[0].isspace()]
             item: dict[str, Any]
@@ -246,7 +249,7 @@ def _parse_numpy(lines: list[str], parts: dict[str, Any]) -> None:
             parts["sections"].append({"title": title, "body": content})
 
 
-def _numpy_entries(content: str, section: str) -> list[dict[str, Any]]:
+def numpy_entries(content: str, section: str) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     group: list[dict[str, Any]] = []
     for text in content.split("\n"):
@@ -298,7 +301,7 @@ def _parse_sphinx(lines: list[str], parts: dict[str, Any]) -> None:
         else:
             parts["sections"].append({"title": match["head"], "body": text})
     for entry in parts["parameters"]:
-        entry["type"] = entry["type"] or types.get(_bare(entry["name"]))
+        entry["type"] = entry["type"] or types.get(bare_name(entry["name"]))
     for key, field in (("returns", "rtype"), ("yields", "ytype")):
         if field in rtype:
             title = "returns" if key == "returns" else "yields"

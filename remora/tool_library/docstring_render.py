@@ -1,11 +1,12 @@
 """render_docstring: a docstring's parts written out in Google, NumPy or Sphinx style, wrapped at
-the line length."""
+the line length; keep_layout: an edit of a docstring carried onto the author's own text."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
-from remora.tool_library.docstring_parse import STYLES, _bare
+from remora.tool_library.docstring_parse import STYLES, bare_name
 
 
 def render_docstring(
@@ -69,6 +70,11 @@ def _text_of(value: Any) -> str:
 
 def _render_google(parts: dict[str, Any], width: int) -> list[str]:
     paragraphs = []
+    # Sections the author put above the arguments (a Note) stay there.
+    early = [section for section in parts.get("sections") or [] if section.get("before")]
+    for section in early:
+        body = _indented(_section_body(section, "google", width - 4), "    ")
+        paragraphs.append(f"{section['title']}:\n{body}")
     for title, entries in _groups(parts, "Args"):
         lines = [f"{title}:"]
         for entry in entries:
@@ -85,7 +91,10 @@ def _render_google(parts: dict[str, Any], width: int) -> list[str]:
             lines = _wrap(text, width, "    " + kind, "    ")
             paragraphs.append("\n".join([f"{item.get('title') or default}:", *lines]))
     for section in parts.get("sections") or []:
-        body = _indented(section["body"], "    " if section["title"] else "")
+        if section.get("before"):
+            continue
+        text = _section_body(section, "google", width - 4)
+        body = _indented(text, "    " if section["title"] else "")
         paragraphs.append(f"{section['title']}:\n{body}" if section["title"] else body)
     return paragraphs
 
@@ -107,14 +116,14 @@ def _render_numpy(parts: dict[str, Any], width: int) -> list[str]:
             lines = [title, "-" * len(title)]
             text = _text_of(item.get("description"))
             if item.get("type"):
-                lines += [item["type"], *_wrap(text, width, "    ", "    ")]
+                lines += [item["type"], *(_wrap(text, width, "    ", "    ") if text else [])]
             else:
                 lines += _wrap(text, width, "", "")
             paragraphs.append("\n".join(lines))
     for section in parts.get("sections") or []:
         title = section["title"]
         heading = f"{title}\n{'-' * len(title)}\n" if title else ""
-        paragraphs.append(heading + section["body"])
+        paragraphs.append(heading + _section_body(section, "numpy", width))
     return paragraphs
 
 
@@ -122,7 +131,7 @@ def _render_sphinx(parts: dict[str, Any], width: int) -> list[str]:
     lines = []
     for entry in parts.get("parameters") or []:
         field = entry.get("section") or "param"
-        name = _bare(entry["name"]) if field in ("param", "parameter") else entry["name"]
+        name = bare_name(entry["name"]) if field in ("param", "parameter") else entry["name"]
         lines += _wrap(_text_of(entry.get("description")), width, f":{field} {name}: ", "    ")
         if entry.get("type"):
             lines.append(f":type {name}: {entry['type']}")
@@ -145,5 +154,62 @@ def _render_sphinx(parts: dict[str, Any], width: int) -> list[str]:
     return ["\n".join(lines)] if lines else []
 
 
+def _section_body(section: dict[str, Any], style: str, width: int) -> str:
+    """A section's text: its `body`, or its named `entries` (Raises, Attributes) written out."""
+    if section.get("entries") is None:
+        return str(section["body"])
+    return render_entries(section["entries"], style, width)
+
+
+def render_entries(entries: list[dict[str, Any]], style: str, width: int = 84) -> str:
+    """The body of a Google or NumPy section of named entries (`name`, `type`, `description`),
+    unindented: `name (type): text` or `name : type` over its indented text."""
+    lines: list[str] = []
+    for entry in entries:
+        text = _text_of(entry.get("description"))
+        if style == "numpy":
+            lines.append(
+                f"{entry['name']} : {entry['type']}" if entry.get("type") else entry["name"]
+            )
+            lines += _wrap(text, width, "    ", "    ") if text else []
+        else:
+            kind = f" ({entry['type']})" if entry.get("type") else ""
+            lines += _wrap(text, width, f"{entry['name']}{kind}: ", "    ")
+    return "\n".join(lines)
+
+
 def _indented(text: str, prefix: str) -> str:
     return "\n".join(prefix + line if line.strip() else "" for line in text.split("\n"))
+
+
+def keep_layout(original: str, before: str, after: str) -> str:
+    """`original` (a docstring literal as its author wrote it) with what changed from `before`
+    to `after` (the same docstring rendered by Remora, unedited and edited), line for line: a
+    fix adds, drops or rewrites its entries' lines and leaves the author's layout (where the
+    summary starts, continuation indents, wrapping, blank lines) as it was. `after` whole when
+    a changed line has no counterpart in `original` (the author laid it out otherwise); the
+    caller's checks (pydoclint, compare_python) judge the text either way."""
+    old, base, new = original.split("\n"), before.split("\n"), after.split("\n")
+    at: dict[int, int] = {}  # a line of `before` -> the same line of `original`
+    for block in difflib.SequenceMatcher(None, base, old, autojunk=False).get_matching_blocks():
+        for offset in range(block.size):
+            at[block.a + offset] = block.b + offset
+    edits: list[tuple[int, int, list[str]]] = []
+    matcher = difflib.SequenceMatcher(None, base, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if i1 < i2:  # lines replaced or dropped: each must stand in `original`, together
+            first = at.get(i1)
+            if first is None or any(at.get(i) != first + i - i1 for i in range(i1, i2)):
+                return after
+            edits.append((first, first + i2 - i1, new[j1:j2]))
+        elif i1 in at:  # lines added before a line that stands in `original`
+            edits.append((at[i1], at[i1], new[j1:j2]))
+        elif i1 - 1 in at:  # ... or after one
+            edits.append((at[i1 - 1] + 1, at[i1 - 1] + 1, new[j1:j2]))
+        else:
+            return after
+    for start, end, lines in sorted(edits, reverse=True):
+        old[start:end] = lines
+    return "\n".join(old)

@@ -1,6 +1,7 @@
 """Findings two tools of one agent report alike, written once: a ruff problem as a finding (the
-lint agent's run_ruff and apply_fix), a missing or outdated docstring and why a definition is
-left alone (the docstring agent's inspect_docstring and write_docstring)."""
+lint agent's run_ruff and apply_fix), a missing docstring (pydocstyle's D1xx) and why a
+definition is left alone (the docstring agent's inspect_docstring and write_docstring). The
+docstring agent's other findings are pydoclint's own (docstring_lint.py)."""
 
 from __future__ import annotations
 
@@ -21,20 +22,41 @@ def ruff_finding(problem: dict[str, Any], line: int) -> dict[str, Any]:
 
 
 def docstring_finding(check: dict[str, Any], qualified_name: str, kind: str) -> dict[str, Any]:
-    """DOC100 (missing) or DOC101 (disagrees with the signature) for check_docstring's result."""
-    if check["status"] == "missing":
-        rule, severity = "DOC100", "info"
-        message = f"{kind} `{qualified_name}` has no docstring"
-    else:
-        rule, severity = "DOC101", "warning"
-        message = f"the docstring of `{qualified_name}` " + "; ".join(check["problems"])
+    """A missing docstring under pydocstyle's rule for it, as ruff names it (D101 class, D102
+    method, D103 function, D105 magic method, D106 nested class, D107 `__init__`) and with its
+    message; the definition's name column, as ruff reports it."""
+    rule, message = missing_rule(check, qualified_name, kind)
     return {
         "rule": rule,
         "message": message,
         "line": check["line"],
         "column": check["column"],
-        "severity": severity,
+        "severity": "info",
     }
+
+
+def missing_rule(check: dict[str, Any], qualified_name: str, kind: str) -> tuple[str, str]:
+    """pydocstyle's code and message for a definition without a docstring. A private or
+    nested definition (documented with the option include_private) keeps its kind's code; its
+    message does not call it public."""
+    name = qualified_name.rsplit(".", 1)[-1]
+    parts = qualified_name.split(".")
+    private = check.get("nested") or any(
+        part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+        for part in parts
+    )
+    public = "" if private else "public "
+    if kind == "class":
+        if len(parts) > 1 and not check.get("nested"):
+            return "D106", f"Missing docstring in {public}nested class"
+        return "D101", f"Missing docstring in {public}class"
+    if kind == "method" or check.get("method"):
+        if name == "__init__":
+            return "D107", "Missing docstring in `__init__`"
+        if name.startswith("__") and name.endswith("__"):
+            return "D105", "Missing docstring in magic method"
+        return "D102", f"Missing docstring in {public}method"
+    return "D103", f"Missing docstring in {public}function"
 
 
 def docstring_skip_reason(
