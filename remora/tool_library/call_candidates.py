@@ -16,9 +16,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from remora.tool_library.code_literals import literals, words
 from remora.tool_library.doctest_examples import (
+    Example,
     doctest_calls,
     doctest_constructions,
     example_trees,
@@ -67,17 +70,14 @@ def candidate_calls(
     model's completions (what follows `target(` or `.method(`, closed) and `constructors` its
     completions of the class's constructor, for a method."""
     project_sources = project_sources or {}
-    tree = ast.parse(source)
+    module = module_facts(source)
+    tree, classes, examples = module.tree, module.classes, module.examples
     owner, _, name = target.rpartition(".")
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     definition = find_definition(tree, owner, name)
     if definition is None:
         raise ValueError(f"{target} is not defined at the top level of the module")
     parameters = parameters_of(definition, method=bool(owner))
-    examples = example_trees(tree)
-    factory = InstanceFactory(
-        classes, project_sources, constructors, doctest_constructions(examples, classes)
-    )
+    factory = InstanceFactory(classes, project_sources, constructors, module.constructions)
     instances: list[str | None] = [None]
     if owner:
         instances = list(factory.instances(owner)) or [f"{owner}()"]
@@ -94,11 +94,36 @@ def candidate_calls(
         add(arguments, "doctest", instances[0])
     for arguments in proposals:
         add(arguments, "model", instances[0])
-    fill_pools(parameters, definition, tree, classes, factory)
+    fill_pools(parameters, definition, tree, classes, factory, module.values)
     for arguments, origin in combinations(parameters):
         for instance in instances[:3]:
             add(arguments, origin, instance)
     return found
+
+
+@dataclass(frozen=True)
+class ModuleFacts:
+    """What candidate_calls reads of the module as a whole, the same for every function of it:
+    its syntax tree (read, never changed), its classes, the examples in its docstrings, the
+    constructor calls among them, and its literals and one-word strings (code_literals)."""
+
+    tree: ast.Module
+    classes: dict[str, ast.ClassDef]
+    examples: list[Example]
+    constructions: dict[str, list[str]]
+    values: tuple[list[str], list[str]]
+
+
+@lru_cache(maxsize=32)
+def module_facts(source: str) -> ModuleFacts:
+    """Worked out once per module text: every test and sample_data job of a module's functions
+    reads the same (SyntaxError as ast.parse raises it)."""
+    tree = ast.parse(source)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    examples = example_trees(tree)
+    constructions = doctest_constructions(examples, classes)
+    values = (literals(tree), words(tree))
+    return ModuleFacts(tree, classes, examples, constructions, values)
 
 
 def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef | None:

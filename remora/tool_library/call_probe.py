@@ -18,8 +18,10 @@ constructors of the module's classes) before it got here.
 """
 
 import ast
+import contextlib
 import importlib
 import inspect
+import io
 import itertools
 import json
 import os
@@ -53,14 +55,35 @@ def main(request_path, result_path):
         has_coverage = True
     except ImportError:
         has_coverage = False
+    tracer = started_once(path) if has_coverage else None
     results = [
-        in_child(module, path, lines, request, call, has_coverage) for call in request["calls"]
+        in_child(module, path, lines, request, call, has_coverage, tracer)
+        for call in request["calls"]
     ]
     with open(result_path, "w", encoding="utf-8") as handle:
         json.dump({"coverage": has_coverage, "results": results}, handle)
 
 
-def in_child(module, path, lines, request, call, has_coverage):
+def started_once(path):
+    """A coverage.py tracer for the module's file, started and stopped once here, before any
+    call's fork: each child starts its own copy of it, so the setup coverage.py makes at a
+    first start (the collector, the file matchers, the interpreter's paths: most of a call's
+    time) is made once per probe, not once per call. Nothing of the module runs while it is
+    started here, so a child's copy holds no data of it before the call. None when that fails:
+    each child then makes its own, as coverage.py's first start."""
+    import coverage
+
+    try:
+        tracer = coverage.Coverage(branch=True, data_file=None, include=[path], config_file=False)
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            tracer.start()
+            tracer.stop()
+    except Exception:
+        return None
+    return tracer
+
+
+def in_child(module, path, lines, request, call, has_coverage, tracer=None):
     """One call in a forked child; its observation, or what became of the child."""
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -70,7 +93,7 @@ def in_child(module, path, lines, request, call, has_coverage):
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         try:
-            seen = observe(module, path, lines, request, call, has_coverage)
+            seen = observe(module, path, lines, request, call, has_coverage, tracer)
         except BaseException as error:  # anything is the call's outcome
             seen = {"outcome": "crashed", "problem": type(error).__name__}
         data = json.dumps(seen, default=str).encode()
@@ -99,7 +122,7 @@ def in_child(module, path, lines, request, call, has_coverage):
         return {"outcome": "crashed", "problem": "the call ended its process"}
 
 
-def observe(module, path, lines, request, call, has_coverage):
+def observe(module, path, lines, request, call, has_coverage, tracer=None):
     namespace = {"__builtins__": {}, "slice": slice}  # the allow-list admits slice(ints)
     namespace.update(
         {name: value for name, value in vars(module).items() if inspect.isclass(value)}
@@ -132,8 +155,7 @@ def observe(module, path, lines, request, call, has_coverage):
         for name, value in arguments.items()
         if isinstance(value, (list, dict, set, bytearray))
     }
-    tracer = None
-    if has_coverage:
+    if has_coverage and tracer is None:
         import coverage
 
         tracer = coverage.Coverage(branch=True, data_file=None, include=[path], config_file=False)

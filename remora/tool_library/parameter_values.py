@@ -15,6 +15,7 @@ import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from remora.tool_library.code_literals import compared_literals, docstring_strings, literals, words
 
@@ -146,24 +147,37 @@ def call_sites(name: str, method: bool, sources: Mapping[str, str]) -> list[str]
     whose arguments are literals or constructors: the calls people actually write."""
     found: list[str] = []
     for path in sorted(sources):
-        try:
-            tree = ast.parse(sources[path])
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            func = node.func
-            matches = (
-                isinstance(func, ast.Attribute) and func.attr == name
-                if method
-                else isinstance(func, ast.Name) and func.id == name
-            )
-            if matches and all(is_value(arg) for arg in [*node.args, *keyword_values(node)]):
-                text = arguments_text(node)
-                if text not in found:
-                    found.append(text)
+        for text in value_calls(sources[path]).get(("method" if method else "function", name), ()):
+            if text not in found:
+                found.append(text)
     return found
+
+
+@lru_cache(maxsize=1024)
+def value_calls(source: str) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Every call in `source` whose arguments are all values (`is_value`), as its argument
+    text, in `ast.walk` order, by what it calls: ("function", name) for `name(...)`,
+    ("method", name) for `x.name(...)`; {} when the text does not parse. Parsed once per
+    text: every test and sample_data job of a run looks for its function's call sites in the
+    same project files (a method's, and its class's constructor's)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    found: dict[tuple[str, str], list[str]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            key = ("method", func.attr)
+        elif isinstance(func, ast.Name):
+            key = ("function", func.id)
+        else:
+            continue
+        if all(is_value(arg) for arg in [*node.args, *keyword_values(node)]):
+            found.setdefault(key, []).append(arguments_text(node))
+    return {key: tuple(texts) for key, texts in found.items()}
 
 
 def keyword_values(node: ast.Call) -> list[ast.expr]:
@@ -272,13 +286,14 @@ def fill_pools(
     tree: ast.Module,
     classes: Mapping[str, ast.ClassDef],
     factory: InstanceFactory,
+    values: tuple[list[str], list[str]] | None = None,
 ) -> None:
     """Each parameter's values, most telling first: its boundaries from the body, its type's
-    values, the module's literals of that type, its default."""
+    values, the module's literals of that type, its default. `values`: the module's literals
+    and words (`literals(tree)`, `words(tree)`), when worked out once for all its functions."""
     owner = next((cls for cls in classes.values() if definition in cls.body), None)
     boundaries = compared_literals(definition)
-    module_literals = literals(tree)
-    module_words = words(tree)
+    module_literals, module_words = values or (literals(tree), words(tree))
     size = max(POOL_SIZE, VARIATIONS // max(1, len(parameters)))
     quoted = docstring_strings(definition)
     passed_on = callee_usage(definition, tree)

@@ -117,6 +117,8 @@ class LocalChatModel:
         self.extra_buffers = extra_buffers
         self.load_seconds: float | None = None
         """Seconds the last load took (all slots), None before loading."""
+        self.on_load: Callable[[float], None] | None = None
+        """Called with those seconds when a load ends (in the loading thread)."""
         self.stats = EngineStats()
         self._contexts = _Contexts()
         self._limiter = anyio.CapacityLimiter(slots)
@@ -160,6 +162,8 @@ class LocalChatModel:
                 raise
             self.load_seconds = time.perf_counter() - started
             log.info("loaded %s in %.2fs (%d slots)", self.path, self.load_seconds, self.slots)
+            if self.on_load is not None:
+                self.on_load(self.load_seconds)
             return self.load_seconds
 
     async def load(self) -> float:

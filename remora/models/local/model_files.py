@@ -13,7 +13,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from remora.protocol.messages import ModelError
+
 _CHUNK = 1 << 20
+
+
+def check_gguf(path: Path) -> None:
+    """What can be known of a model file without loading it: a GGUF file is there (ModelError
+    otherwise). The engine loads its weights at its first request: the common mistakes still
+    fail before any job."""
+    try:
+        with path.open("rb") as file:
+            magic = file.read(4)
+    except OSError as exc:
+        raise ModelError(f"cannot read the model file {path}: {exc}") from exc
+    if magic != b"GGUF":
+        raise ModelError(f"{path} is not a GGUF model file")
 
 
 def _note_path(path: Path) -> Path:

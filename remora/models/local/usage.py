@@ -3,14 +3,18 @@ report) and the completions it answers again for identical requests (`ReplayedRe
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from remora.findings.results import EngineUsage
 from remora.protocol.completion import Completion
 
-REPLAYED_REPLIES = 256
-"""Completions kept for identical requests (a few KB each)."""
+REPLAYED_REPLIES = 8192
+"""Completions kept for identical requests, by a digest of the request: a reply is a few hundred
+bytes, so a whole library's worth fits in a few MB. Enough to span a run: the sample_data and
+test agents ask the same call prompt for a function, one agent's jobs after the other's (256,
+the count before, held about a hundred jobs' requests)."""
 
 
 @dataclass
@@ -57,18 +61,25 @@ class ReplayedReplies:
 
     def __init__(self, size: int = REPLAYED_REPLIES) -> None:
         self.size = size
-        self._replies: OrderedDict[tuple[object, ...], tuple[Completion, ...]] = OrderedDict()
+        self._replies: OrderedDict[bytes, tuple[Completion, ...]] = OrderedDict()
 
     def get(self, key: tuple[object, ...]) -> tuple[Completion, ...] | None:
-        reply = self._replies.get(key)
+        digest = _digest(key)
+        reply = self._replies.get(digest)
         if reply is not None:
-            self._replies.move_to_end(key)
+            self._replies.move_to_end(digest)
         return reply
 
     def put(self, key: tuple[object, ...], reply: tuple[Completion, ...]) -> None:
-        self._replies[key] = reply
+        self._replies[_digest(key)] = reply
         if len(self._replies) > self.size:
             self._replies.popitem(last=False)
 
     def clear(self) -> None:
         self._replies.clear()
+
+
+def _digest(key: tuple[object, ...]) -> bytes:
+    """The request's key (its prompt among it) as 32 bytes: what is kept is the reply, not the
+    prompt. repr of a tuple of strings, numbers and None is the same for equal keys."""
+    return hashlib.sha256(repr(key).encode("utf-8", "surrogatepass")).digest()
