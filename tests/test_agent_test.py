@@ -22,6 +22,7 @@ import pytest
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRunner
+from remora.tool_library.case_checks import constructed_value
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 # hypothesis's pytest plugin adds seconds to the start of every pytest run (check_tests leaves
@@ -472,3 +473,104 @@ def test_a_folder_named_with_quotes_cannot_end_the_test_files_docstring(
     text = (root / change["file"]).read_text()
     assert "in q'''x/mod.py returned" in text
     ast.parse(text)
+
+
+VALUES_MODULE = """\
+import datetime
+import enum
+from collections import namedtuple
+from dataclasses import dataclass
+from decimal import Decimal
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+Point = namedtuple("Point", "x y")
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+
+
+def days(count: int) -> datetime.timedelta:
+    return datetime.timedelta(days=count)
+
+
+def price(cents: int) -> Decimal:
+    return Decimal(cents) / 100
+
+
+def color(code: int) -> Color:
+    return Color(code)
+
+
+def mirrored(x: int, y: int) -> Point:
+    return Point(y, x)
+
+
+def span(start: int, length: int) -> Span:
+    return Span(start, start + length)
+"""
+
+
+def test_values_that_are_no_literal_are_pinned_through_their_repr(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A timedelta, a Decimal, a member of the module's enum, a named tuple and a frozen
+    dataclass of the module are held by their repr and the import it needs, as a person writes
+    them; the file passes under pytest."""
+    (demo / "inventory" / "values.py").write_text(VALUES_MODULE)
+    code, report, _ = analyze("inventory/values.py", {}, capsys, "--fix")
+    results = by_function(report)
+    for name in ("days", "price", "color", "mirrored", "span"):
+        assert results[name]["status"] == "success", (name, results[name]["summary"])
+    text = {
+        name: (demo / "tests" / f"test_values_{name}.py").read_text()
+        for name in ("days", "price", "color", "mirrored", "span")
+    }
+    assert "import datetime\nimport pathlib\nimport sys\n" in text["days"]
+    assert re.search(r"datetime\.timedelta\(days=-?\d+\)", text["days"]), text["days"]
+    assert "from decimal import Decimal\n" in text["price"]
+    assert re.search(r"Decimal\('-?[\d.]+'\)", text["price"]), text["price"]
+    assert re.search(r"Color\.(RED|BLUE)", text["color"]), text["color"]
+    assert "import color, Color  # noqa: E402" in text["color"]
+    assert re.search(r"Point\(x=-?\d+, y=-?\d+\)", text["mirrored"]), text["mirrored"]
+    assert re.search(r"Span\(start=-?\d+, end=-?\d+\)", text["span"]), text["span"]
+    done = pytest_direct(demo / "tests", cwd=demo.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert code == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Point(x=__import__('os').system('id'))",  # a name nobody declared
+        "Color.__class__",  # a dunder
+        "Decimal('1')('x')",  # a call of a call
+        "Point(x=[1][0])",  # a subscript
+        "Point(**{'x': 1})",  # keywords by mapping
+        "Point(x=(lambda: 1)())",
+        "Color.RED; import os",  # not one expression
+    ],
+)
+def test_a_constructed_value_is_only_calls_of_known_names_with_literals(text: str) -> None:
+    assert constructed_value(text, ["Point", "Color"]) is None
+
+
+def test_a_constructed_value_names_its_imports() -> None:
+    assert constructed_value("datetime.timedelta(days=-1, seconds=3)", []) == (
+        "datetime.timedelta(days=-1, seconds=3)",
+        ["import datetime"],
+        [],
+    )
+    assert constructed_value("Point(x=Decimal('1.5'), y=Color.RED)", ["Point", "Color"]) == (
+        "Point(x=Decimal('1.5'), y=Color.RED)",
+        ["from decimal import Decimal"],
+        ["Color", "Point"],
+    )
+    assert constructed_value("Point(x=1)", ["Point", "not a name"]) is None

@@ -65,12 +65,9 @@ def main(request_path, result_path):
 
 
 def started_once(path):
-    """A coverage.py tracer for the module's file, started and stopped once here, before any
-    call's fork: each child starts its own copy of it, so the setup coverage.py makes at a
-    first start (the collector, the file matchers, the interpreter's paths: most of a call's
-    time) is made once per probe, not once per call. Nothing of the module runs while it is
-    started here, so a child's copy holds no data of it before the call. None when that fails:
-    each child then makes its own, as coverage.py's first start."""
+    """A coverage.py tracer for the module's file, started and stopped once before any fork:
+    coverage.py's first-start setup (most of a call's time) is made once per probe, and each
+    child starts its copy, which holds no data (nothing ran meanwhile). None when it fails."""
     import coverage
 
     try:
@@ -235,12 +232,56 @@ def traceback_lines(tb):
 
 
 def described(value, module):
-    """A returned value: its repr if that reads back equal, else its type, and for an object
-    of the module's own classes its public state."""
+    """A returned value: its repr if that reads back equal (a literal, or a value built by a
+    standard value type or one of the module's own classes: `constructed`), else its type, and
+    for an object of the module's own classes its public state."""
     seen = {"type": type(value).__name__, "value": literal(value)}
+    if seen["value"] is None:
+        built = constructed(value, module)
+        if built is not None:
+            seen["value"], seen["value_names"] = built
     if seen["value"] is None and type(value).__module__ == module.__name__:
         seen["attributes"] = public_state(value)
     return seen
+
+
+VALUE_TYPES = {"datetime": ("date", "datetime", "time", "timedelta", "timezone"),
+               "decimal": ("Decimal",), "fractions": ("Fraction",), "uuid": ("UUID",)}  # fmt: skip
+"""Standard value types whose repr builds an equal value (case_checks.VALUE_IMPORTS)."""
+
+
+def constructed(value, module):
+    """(code, the module's classes it names) for a value its repr builds again: a standard value
+    type's (`Decimal('1.5')`), a member of one of the module's enums (`Color.RED`), a named
+    tuple or eq dataclass of the module (`Point(x=1, y=2)`); None unless that code, evaluated
+    with only those names, gives back an equal value of the same type."""
+    import enum
+
+    kind, names = type(value), {"datetime": importlib.import_module("datetime")}
+    for package in ("decimal", "fractions", "uuid"):
+        imported = importlib.import_module(package)
+        names.update({name: getattr(imported, name) for name in VALUE_TYPES[package]})
+    own = {name: item for name, item in vars(module).items() if inspect.isclass(item)}
+    own = {name: item for name, item in own.items() if item.__module__ == module.__name__}
+    owned = own.get(kind.__name__) is kind
+    if isinstance(value, enum.Enum):
+        if not owned or getattr(kind, value.name, None) is not value:
+            return None
+        text = kind.__name__ + "." + value.name
+    else:
+        params = getattr(kind, "__dataclass_params__", None)
+        record = hasattr(kind, "_fields") or bool(params is not None and params.eq)
+        if not (owned and record) and kind.__name__ not in VALUE_TYPES.get(kind.__module__, ()):
+            return None
+        text = safe_repr(value)
+    try:
+        again = eval(text, {"__builtins__": {}, **names, **own})  # the sandbox's own repr
+        if len(text) > 300 or type(again) is not kind or again != value:
+            return None
+    except Exception:
+        return None
+    used = {node.id for node in ast.walk(ast.parse(text, mode="eval")) if hasattr(node, "id")}
+    return text, sorted(name for name in own if name in used)
 
 
 def literal(value):

@@ -46,14 +46,72 @@ def data_literal(text: object) -> str | None:
     return ast.unparse(tree)
 
 
+VALUE_IMPORTS = {
+    "datetime": "import datetime",
+    "Decimal": "from decimal import Decimal",
+    "Fraction": "from fractions import Fraction",
+    "UUID": "from uuid import UUID",
+}
+"""The standard value types a probe may report a value of, by the name their repr uses, and
+the import a test needs for it (call_probe.VALUE_TYPES)."""
+
+
+def constructed_value(text: object, names: object) -> tuple[str, list[str], list[str]] | None:
+    """The code for a value the probe saw built (`datetime.timedelta(days=1)`, `Decimal('1.5')`,
+    `Color.RED`, `Point(x=1, y=2)`: call_probe.constructed), the imports it needs and the
+    module's names it uses; or None when it is anything else: only calls of those names (and
+    `datetime.<type>`) with literal arguments and keywords, and public attributes of them,
+    are code here; every other name, a dunder, a subscript, a lambda is refused."""
+    if not isinstance(text, str) or not isinstance(names, list):
+        return None
+    if not all(code_name(name) for name in names):
+        return None
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    known = set(VALUE_IMPORTS) | set(names)
+    used: set[str] = set()
+    leaves = (ast.Constant, ast.Load, ast.USub, ast.UAdd, ast.Expression)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if node.id not in known:
+                return None
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            if not code_name(node.attr) or node.attr.startswith("_"):
+                return None
+            if not isinstance(node.value, ast.Name | ast.Attribute):
+                return None
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name | ast.Attribute):
+                return None
+        elif isinstance(node, ast.keyword):
+            if node.arg is None or not code_name(node.arg):
+                return None
+        elif isinstance(node, ast.UnaryOp):
+            if not isinstance(node.op, ast.USub | ast.UAdd):
+                return None
+        elif not isinstance(node, (*leaves, ast.Tuple, ast.List, ast.Dict, ast.Set)):
+            return None
+    own = sorted(name for name in used if name in names)
+    imports = sorted(VALUE_IMPORTS[name] for name in used if name not in names)
+    return ast.unparse(tree), imports, own
+
+
 def writable(seen: Mapping[str, Any]) -> dict[str, Any]:
     """The probe's observation of one call with only what a test can write: the value a
-    literal (else None: not pinned), the entries of the returned object's and the instance's
+    literal or a `constructed_value` (with `value_imports` and `value_names`; else None: not
+    pinned), the entries of the returned object's and the instance's
     state and of the mutated arguments named by a `code_name` (the others are not pinned), and
     an exception whose name is no `code_name` as its nearest built-in base."""
     kept = dict(seen)
+    kept.pop("value_names", None)
     if "value" in kept:
         kept["value"] = data_literal(kept["value"])
+        built = constructed_value(seen["value"], seen.get("value_names"))
+        if kept["value"] is None and built is not None:
+            kept["value"], kept["value_imports"], kept["value_names"] = built
     for key in ("attributes", "instance", "mutated"):
         state = seen.get(key)
         if state is None:

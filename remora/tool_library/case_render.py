@@ -5,9 +5,8 @@ value_error`, not `test_apply_discount_5`). A test asserts the return value (flo
 `pytest.approx`), or the exception with its message (`pytest.raises(ValueError, match=...)`,
 escaped) where the message is deterministic, and what the call left behind: the arguments it
 mutated, a method's instance state, a returned object's public state. Every call is text the
-allow-list (test_cases.py) accepted; every name written as code is a `code_name` and every value
-of the probe's a `data_literal` (case_checks.py: the rest is not pinned).
-"""
+allow-list (test_cases.py) accepted; every name written as code is a `code_name`, every value of
+the probe's a `data_literal` or a `constructed_value` (case_checks.py: the rest is not pinned)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from remora.tool_library.case_checks import code_name, writable
+from remora.tool_library.case_checks import VALUE_IMPORTS, code_name, writable
 from remora.tool_library.case_names import describe, instance_variable, named_test, snake
 
 MAX_STATE_ASSERTS = 4
@@ -211,12 +210,16 @@ def render_table(
     floats = any(row["seen"].get("type") == "float" for row in rows)
     lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")
     used = [owner or method, *class_names(str(first.get("instance") or ""))]
+    imports: list[str] = []
     for row in rows:
         used += class_names(str(row["candidate"]["arguments"]))
+        used += list(row["seen"].get("value_names") or [])
+        imports += list(row["seen"].get("value_imports") or [])
     return {
         "name": name,
         "code": "\n".join(lines) + "\n",
         "names": list(dict.fromkeys(used)),
+        "imports": sorted(set(imports)),
         "uses_pytest": True,
         "cases": len(rows),
     }
@@ -293,6 +296,7 @@ def render_one(
             lines.append(f"    assert {call} is None")
         elif value is not None:
             lines.append(f"    assert {call} == {value}")
+            names += list(seen.get("value_names") or [])
         else:
             lines.append(f"    result = {call}")
             if seen.get("attributes") is not None:
@@ -304,7 +308,8 @@ def render_one(
         if owner:
             for attribute, text in list((seen.get("instance") or {}).items())[:MAX_STATE_ASSERTS]:
                 lines.append(f"    assert {variable}.{attribute} == {text}")
-    return finished(name, lines, owner, method, candidate, names, uses_pytest)
+    imports = {"imports": list(seen.get("value_imports") or [])}  # a written value's
+    return finished(name, lines, owner, method, candidate, names, uses_pytest) | imports
 
 
 def finished(
@@ -364,7 +369,10 @@ def render_module(
     names: list[str] = []
     for test in tests:
         names += [name for name in test["names"] if name not in names and code_name(name)]
-    lines = [*header_lines, "import pathlib", "import sys", ""]
+    # Constructed values' imports (only VALUE_IMPORTS'), sorted as isort does: plain ones first.
+    imports = {"import pathlib", "import sys", *VALUE_IMPORTS.values()}
+    imports &= {"import pathlib", "import sys", *(i for t in tests for i in t.get("imports", []))}
+    lines = [*header_lines, *sorted(imports, key=lambda line: (line.startswith("from"), line)), ""]
     if any(test["uses_pytest"] for test in tests):
         lines += ["import pytest", ""]
     top = module.split(".")[0]
