@@ -574,3 +574,54 @@ def test_a_constructed_value_names_its_imports() -> None:
         ["Color", "Point"],
     )
     assert constructed_value("Point(x=1)", ["Point", "not a name"]) is None
+
+
+MEMO_MODULE = '''\
+import re
+
+_PATTERNS = {}
+_COUNTS = {}
+
+
+def _compiled(unit):
+    if unit not in _PATTERNS:
+        _PATTERNS[unit] = re.compile(r"^(\\d+)" + unit + "$")
+    return _PATTERNS[unit]
+
+
+def parse_size(text: str, unit: str = "kb") -> int:
+    """The number in a size.
+
+    >>> parse_size("10kb")
+    10
+    """
+    match = _compiled(unit).match(text)
+    if match is None:
+        raise ValueError(f"not a size in {unit}: {text!r}")
+    return int(match.group(1))
+
+
+def hit(name: str) -> int:
+    _COUNTS[name] = _COUNTS.get(name, 0) + 1
+    return _COUNTS[name]
+'''
+
+
+def test_a_memo_cache_is_no_state_a_test_sees_but_a_counter_is(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A module-level dict a call only adds entries to, where the same call made again returns
+    the same, is a cache: the parser gets tests of valid and invalid input. A dict whose entry a
+    call changes (a counter: the call made again returns 2) stays state other tests see."""
+    (demo / "inventory" / "sizes.py").write_text(MEMO_MODULE)
+    code, report, _ = analyze("inventory/sizes.py", {}, capsys, "--fix")
+    results = by_function(report)
+    assert results["parse_size"]["status"] == "success", results["parse_size"]["summary"]
+    text = (demo / "tests" / "test_sizes_parse_size.py").read_text()
+    assert "parse_size('10kb') == 10" in text or "('10kb', 10)" in text, text
+    assert "pytest.raises(ValueError" in text
+    assert results["hit"]["status"] != "success"
+    assert "changes state other tests see (_COUNTS)" in results["hit"]["summary"]
+    done = pytest_direct(demo / "tests", cwd=demo.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert code == 1
