@@ -625,3 +625,44 @@ def test_a_memo_cache_is_no_state_a_test_sees_but_a_counter_is(
     done = pytest_direct(demo / "tests", cwd=demo.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert code == 1
+
+
+CALLABLES_MODULE = """\
+def double(value):
+    return value * 2
+
+
+def apply_all(items: list, transform) -> list:
+    return [transform(item) for item in items]
+
+
+class Sorter:
+    def __init__(self, key):
+        self.key = key
+
+    def ordered(self, items: list) -> list:
+        return sorted(items, key=lambda item: self.key(item))
+"""
+
+
+def test_a_parameter_the_code_calls_is_given_the_modules_functions_never_a_literal(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`transform` is called with one argument, and `Sorter` stores `key` that `ordered`
+    calls: both get the module's function of one argument, imported by the test; no test
+    passes a number where a function is called (the model proposes one, and it is refused)."""
+    (demo / "inventory" / "mapping.py").write_text(CALLABLES_MODULE)
+    proposals = {"apply_all": ["[1, 2], 3)"], "Sorter": ["7)"]}
+    code, report, _ = analyze("inventory/mapping.py", proposals, capsys, "--fix")
+    results = by_function(report)
+    assert results["apply_all"]["status"] == "success", results["apply_all"]["summary"]
+    assert results["Sorter.ordered"]["status"] == "success", results["Sorter.ordered"]["summary"]
+    applied = (demo / "tests" / "test_mapping_apply_all.py").read_text()
+    assert "import apply_all, double  # noqa: E402" in applied
+    assert re.search(r"\[[^]]*\], double[,)]", applied), applied
+    ordered = (demo / "tests" / "test_mapping_Sorter_ordered.py").read_text()
+    assert "Sorter(double)" in ordered and "Sorter(7)" not in ordered, ordered
+    assert ", 3)" not in applied
+    done = pytest_direct(demo / "tests", cwd=demo.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert code == 1

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from remora.tool_library.callable_values import refusal
 from remora.tool_library.code_literals import literals, words
 from remora.tool_library.doctest_examples import (
     Example,
@@ -78,6 +79,7 @@ def candidate_calls(
         raise ValueError(f"{target} is not defined at the top level of the module")
     parameters = parameters_of(definition, method=bool(owner))
     factory = InstanceFactory(classes, project_sources, constructors, module.constructions)
+    factory.callables = lambda init, cls, found: refusal(init, cls, found, tree)
     instances: list[str | None] = [None]
     if owner:
         instances = list(factory.instances(owner)) or [f"{owner}()"]
@@ -95,10 +97,12 @@ def candidate_calls(
     for arguments in proposals:
         add(arguments, "model", instances[0])
     fill_pools(parameters, definition, tree, classes, factory, module.values)
+    refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
     for arguments, origin in combinations(parameters):
         for instance in instances[:3]:
             add(arguments, origin, instance)
-    return found
+    # A callable parameter given a number or a string: nothing of that is a test to keep.
+    return [c for c in found if refused is None or not refused(c.arguments)]
 
 
 @dataclass(frozen=True)

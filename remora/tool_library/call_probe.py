@@ -121,8 +121,9 @@ def in_child(module, path, lines, request, call, has_coverage, tracer=None):
 
 def observe(module, path, lines, request, call, has_coverage, tracer=None):
     namespace = {"__builtins__": {}, "slice": slice}  # the allow-list admits slice(ints)
-    namespace.update(
+    namespace.update(  # its classes (constructed) and functions (passed by name)
         {name: value for name, value in vars(module).items() if inspect.isclass(value)}
+        | {name: f for name, f in vars(module).items() if inspect.isfunction(f) and "." not in name}
     )
     before = state(module)
     tables = {

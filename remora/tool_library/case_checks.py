@@ -129,3 +129,16 @@ def writable(seen: Mapping[str, Any]) -> dict[str, Any]:
         kept["exception"] = (kept.get("exception_bases") or ["Exception"])[0]
         kept["exception_module"] = "builtins"
     return kept
+
+
+def used_names(text: str) -> list[str]:
+    """The module's names a call text uses, in their order, to import: its constructors and the
+    functions it passes by name (every name the allow-list let through), each a `code_name`."""
+    try:
+        tree = ast.parse(f"_({text})", mode="eval")
+    except SyntaxError:
+        return []
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.Name)]
+    found.sort(key=lambda node: node.col_offset)
+    names = [node.id for node in found if node.id not in ("_", "slice")]
+    return [name for name in dict.fromkeys(names) if code_name(name)]

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from remora.tool_library.case_checks import VALUE_IMPORTS, code_name, writable
+from remora.tool_library.case_checks import VALUE_IMPORTS, code_name, used_names, writable
 from remora.tool_library.case_names import describe, instance_variable, named_test, snake
 
 MAX_STATE_ASSERTS = 4
@@ -209,10 +209,10 @@ def render_table(
         call = f"({call})"
     floats = any(row["seen"].get("type") == "float" for row in rows)
     lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")
-    used = [owner or method, *class_names(str(first.get("instance") or ""))]
+    used = [owner or method, *used_names(str(first.get("instance") or ""))]
     imports: list[str] = []
     for row in rows:
-        used += class_names(str(row["candidate"]["arguments"]))
+        used += used_names(str(row["candidate"]["arguments"]))
         used += list(row["seen"].get("value_names") or [])
         imports += list(row["seen"].get("value_imports") or [])
     return {
@@ -321,8 +321,8 @@ def finished(
     names: list[str],
     uses_pytest: bool,
 ) -> dict[str, Any]:
-    names = [owner or method, *class_names(str(candidate.get("instance") or "")), *names]
-    names += class_names(str(candidate["arguments"]))
+    names = [owner or method, *used_names(str(candidate.get("instance") or "")), *names]
+    names += used_names(str(candidate["arguments"]))
     return {
         "name": name,
         "code": "\n".join(lines) + "\n",
@@ -340,12 +340,6 @@ def pattern_literal(message: str) -> str:
     if raw and pattern.isprintable():
         return f"r'{pattern}'"
     return repr(pattern)
-
-
-def class_names(text: str) -> list[str]:
-    """The constructors a call text uses (capitalized names called; imported, so each a
-    `code_name`)."""
-    return [name for name in re.findall(r"\b([A-Z]\w*)\(", text) if code_name(name)]
 
 
 def source_of(text: str, node: ast.expr) -> str:

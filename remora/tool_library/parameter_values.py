@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -58,6 +58,10 @@ ALIASES = {
     "any": "",
     "object": "",
 }
+
+
+Refusal = Callable[[str], bool] | None
+"""Whether a call's argument text is one no test should make (None: every one is fine)."""
 
 
 @dataclass
@@ -222,6 +226,9 @@ class InstanceFactory:
         self.constructors = constructors
         self.examples = examples or {}
         """Constructor calls in the module's docstring examples, by class."""
+        self.callables: Callable[[ast.FunctionDef, ast.ClassDef, list[Parameter]], Refusal]
+        self.callables = lambda init, cls, parameters: None
+        """Gives a constructor's callable parameters functions (callable_values.refusal)."""
 
     def instances(self, name: str, depth: int = 0) -> list[str]:
         node = self.classes.get(name)
@@ -232,6 +239,7 @@ class InstanceFactory:
         # its methods' tests), then the model's completions, then a bare `C()`.
         written = [f"{name}({arguments})" for arguments in call_sites(name, False, self.sources)]
         written += self.examples.get(name, [])
+        proposed = list(self.constructors)
         typed: list[str] = []
         init = next(
             (m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None
@@ -244,13 +252,17 @@ class InstanceFactory:
                 near = [v for v in shapes.get(parameter.name, []) if fits(v, kind)]
                 values = [*near[:2], *typed_values(parameter, self, depth + 1)]
                 parameter.pool = [v for v in dict.fromkeys(values) if v != parameter.default][:2]
+            refused = self.callables(init, node, parameters)
+            if refused is not None:  # no literal where the class calls a function
+                written = [t for t in written if not refused(t[len(name) + 1 : -1])]
+                proposed = [arguments for arguments in proposed if not refused(arguments)]
             if all(p.pool for p in parameters):
                 every = {p.name: p.pool[0] for p in parameters}
                 typed.append(f"{name}({', '.join(call_arguments(parameters, every))})")
                 if all(p.pool[1:] for p in parameters):
                     second = {p.name: p.pool[1] for p in parameters}
                     typed.append(f"{name}({', '.join(call_arguments(parameters, second))})")
-        proposed = [f"{name}({arguments})" for arguments in self.constructors]
+        proposed = [f"{name}({arguments})" for arguments in proposed]
         bare = [f"{name}()"] if init is None or all_defaulted(init) else []
         found = list(dict.fromkeys([*written, *typed, *proposed]))
         found = [text for text in found if not text.endswith("()")] + bare

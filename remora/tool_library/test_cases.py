@@ -33,7 +33,8 @@ only exceptions derived from Exception)."""
 
 ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
-    "sets or dicts of them, slice(...) of integers, or constructors of the module's classes"
+    "sets or dicts of them, slice(...) of integers, constructors of the module's classes, or "
+    "the module's functions by name"
 )
 
 REFUSED = {
@@ -82,6 +83,7 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
     if len(text) > MAX_CASE_LENGTH:
         raise ValueError(f"longer than {MAX_CASE_LENGTH} characters")
     functions, classes = module_definitions(source)
+    top = frozenset(name for name in functions if "." not in name)
     owner, _, method = function.rpartition(".")
     if owner and function not in functions:
         raise ValueError(f"{function} is not a method of a class at the top level of the module")
@@ -118,12 +120,12 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
         ):
             raise ValueError(f"the case must be one call {owner}(...).{method}(...)")
         names = [owner]
-        check_arguments(call.func.value, classes, names)
+        check_arguments(call.func.value, classes, names, top)
     elif not (isinstance(call, ast.Call) and is_name(call.func, function)):
         raise ValueError(f"the case must be one call of {function}(...)")
     else:
         names = [function]
-    check_arguments(call, classes, names)
+    check_arguments(call, classes, names, top)
     call_text = rendered(call, text)
     # Belt and braces: what is rendered passes the compiler's checks too, not only the parser's.
     try:
@@ -204,11 +206,13 @@ def expression(text: str) -> ast.expr:
     return tree.body
 
 
-def check_arguments(call: ast.Call, classes: frozenset[str], names: list[str]) -> None:
+def check_arguments(
+    call: ast.Call, classes: frozenset[str], names: list[str], functions: frozenset[str]
+) -> None:
     """The arguments of a call of the function or of a class's constructor: allowed values,
     plain keywords (no `**`), each keyword once."""
     for argument in call.args:
-        check_value(argument, classes, names)
+        check_value(argument, classes, names, functions)
     seen: set[str] = set()
     for keyword in call.keywords:
         if keyword.arg is None:
@@ -216,12 +220,14 @@ def check_arguments(call: ast.Call, classes: frozenset[str], names: list[str]) -
         if keyword.arg in seen:
             raise ValueError(f"keyword argument {keyword.arg} given twice")
         seen.add(keyword.arg)
-        check_value(keyword.value, classes, names)
+        check_value(keyword.value, classes, names, functions)
 
 
-def check_value(node: ast.expr, classes: frozenset[str], names: list[str]) -> None:
+def check_value(
+    node: ast.expr, classes: frozenset[str], names: list[str], functions: frozenset[str]
+) -> None:
     """An argument's value is allowed, or ValueError naming what is not. `names` collects the
-    classes constructed."""
+    classes constructed and the functions passed (`functions`: the module's top-level ones)."""
     if isinstance(node, ast.Constant):
         if node.value is Ellipsis:
             raise ValueError(f"'...' cannot be part of a case: {ALLOWED}")
@@ -233,14 +239,14 @@ def check_value(node: ast.expr, classes: frozenset[str], names: list[str]) -> No
             return
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
         for element in node.elts:
-            check_value(element, classes, names)
+            check_value(element, classes, names, functions)
         return
     if isinstance(node, ast.Dict):
         for key, value in zip(node.keys, node.values, strict=True):
             if key is None:
                 raise ValueError(f"'**' unpacking cannot be part of a case: {ALLOWED}")
-            check_value(key, classes, names)
-            check_value(value, classes, names)
+            check_value(key, classes, names, functions)
+            check_value(value, classes, names, functions)
         return
     if isinstance(node, ast.Call) and is_name(node.func, "slice") and "slice" not in classes:
         # The built-in, for an index (`items[1:3]` calls `__getitem__(slice(1, 3))`): numbers
@@ -249,14 +255,18 @@ def check_value(node: ast.expr, classes: frozenset[str], names: list[str]) -> No
             raise ValueError("slice(...) takes one to three numbers or None")
         for part in node.args:
             if not (isinstance(part, ast.Constant) and part.value is None):
-                check_value(part, frozenset(), [])
+                check_value(part, frozenset(), [], frozenset())
                 if type(ast.literal_eval(part)) is not int:  # not a float, nor True
                     raise ValueError("slice(...) takes one to three integers or None")
         return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
         if node.func.id not in names:
             names.append(node.func.id)
-        check_arguments(node, classes, names)
+        check_arguments(node, classes, names, functions)
+        return
+    if isinstance(node, ast.Name) and node.id in functions:  # a function, passed as a value
+        if node.id not in names:
+            names.append(node.id)
         return
     raise ValueError(f"{refused(node)} cannot be part of a case: {ALLOWED}")
 

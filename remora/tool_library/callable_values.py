@@ -1,0 +1,136 @@
+"""Parameters the code calls, and what they are given: the module's own functions that take as
+many arguments as the parameter is called with, never a literal. A constructor that stores a
+number where a later method calls a function passes only while nothing calls it: a test of that
+pins nothing a reviewer keeps, so such calls are refused (`degenerate`).
+
+A parameter is callable when the function calls it (`key(item)`), when a constructor stores it
+(`self.key = key`) and a method of the class calls that attribute (`self.key(item)`), or when
+its annotation says so (`Callable[[int], str]`, `callable`)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from remora.tool_library.parameter_values import Parameter, Refusal
+
+MAX_FUNCTIONS = 3
+"""The module's functions tried for one callable parameter."""
+
+
+def callable_arities(
+    definition: ast.FunctionDef, owner: ast.ClassDef | None, parameters: Sequence[Parameter]
+) -> dict[str, int | None]:
+    """The callable parameters, by name, with how many arguments they are called with (None:
+    not known, an annotation without its argument list)."""
+    names = {parameter.name for parameter in parameters}
+    found: dict[str, int | None] = {}
+    for parameter in parameters:
+        text = parameter.annotation
+        if "Callable" in text or text == "callable":
+            arguments = _annotated_arguments(text)
+            found[parameter.name] = None if arguments is None else len(arguments)
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+            found[node.func.id] = len(node.args) + len(node.keywords)
+    if owner is not None and definition.name == "__init__":
+        stored = {
+            target.attr: node.value.id
+            for node in ast.walk(definition)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+            for target in node.targets
+            if isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and node.value.id in names
+        }
+        for node in ast.walk(owner):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+                and node.func.attr in stored
+            ):
+                found[stored[node.func.attr]] = len(node.args) + len(node.keywords)
+    return found
+
+
+def _annotated_arguments(text: str) -> list[ast.expr] | None:
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple):
+        first = node.slice.elts[0] if node.slice.elts else None
+        if isinstance(first, ast.List):
+            return list(first.elts)
+    return None
+
+
+def fitting_functions(tree: ast.Module, arity: int | None, exclude: str) -> list[str]:
+    """The module's top-level functions (public first, in their order) that can be called with
+    `arity` positional arguments (1 when not known), at most MAX_FUNCTIONS."""
+    wanted = 1 if arity is None else arity
+    found = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or node.name == exclude:
+            continue
+        arguments = node.args
+        positional = len(arguments.posonlyargs) + len(arguments.args)
+        required = positional - len(arguments.defaults)
+        required_keywords = [d for d in arguments.kw_defaults if d is None]
+        fits = required <= wanted and (wanted <= positional or arguments.vararg is not None)
+        if fits and not required_keywords:
+            found.append(node.name)
+    found.sort(key=lambda name: name.startswith("_"))
+    return found[:MAX_FUNCTIONS]
+
+
+def give_functions(
+    parameters: Sequence[Parameter], arities: dict[str, int | None], tree: ast.Module, exclude: str
+) -> None:
+    """Each callable parameter's pool: the fitting functions, then its default (none at all
+    when neither: no call of the target is made without one)."""
+    for parameter in parameters:
+        if parameter.name in arities:
+            functions = fitting_functions(tree, arities[parameter.name], exclude)
+            default = [] if parameter.default is None else [parameter.default]
+            parameter.pool = [*functions, *default]
+            parameter.boundaries = []
+
+
+def degenerate(arguments: str, parameters: Sequence[Parameter], callables: set[str]) -> bool:
+    """Whether the call gives a callable parameter a literal that is no function (a number, a
+    string, a container; None stays: "no function" is a common default)."""
+    try:
+        call = ast.parse(f"_({arguments})", mode="eval").body
+    except SyntaxError:
+        return False
+    if not isinstance(call, ast.Call):
+        return False
+    bound = [(p.name, value) for p, value in zip(parameters, call.args, strict=False)]
+    bound += [(str(keyword.arg), keyword.value) for keyword in call.keywords]
+    return any(name in callables and _literal(value) for name, value in bound)
+
+
+def _literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value is not None
+    return isinstance(node, ast.UnaryOp | ast.List | ast.Tuple | ast.Set | ast.Dict)
+
+
+def refusal(
+    definition: ast.FunctionDef,
+    owner: ast.ClassDef | None,
+    parameters: Sequence[Parameter],
+    tree: ast.Module,
+    exclude: str = "",
+) -> Refusal:
+    """Gives the definition's callable parameters the module's functions (not `exclude`, the
+    target itself); what says a call's arguments are degenerate, or None without callables."""
+    arities = callable_arities(definition, owner, parameters)
+    if not arities:
+        return None
+    give_functions(parameters, arities, tree, exclude)
+    return lambda arguments: degenerate(arguments, parameters, set(arities))
