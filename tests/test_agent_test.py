@@ -666,3 +666,22 @@ def test_a_parameter_the_code_calls_is_given_the_modules_functions_never_a_liter
     done = pytest_direct(demo / "tests", cwd=demo.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert code == 1
+
+
+def test_a_nested_function_is_left_to_its_parents_tests(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A function nested in another cannot be imported; the parent's calls reach it, so its
+    job is skipped with that reason, not a job left undone, and the parent is tested."""
+    (demo / "inventory" / "nested.py").write_text(
+        "def total(prices: list) -> int:\n"
+        "    def cents(price):\n"
+        "        return round(price * 100)\n"
+        "    return sum(cents(price) for price in prices)\n"
+    )
+    _, report, _ = analyze("inventory/nested.py", {}, capsys, "--fix")
+    results = by_function(report)
+    nested = results["total.cents"]
+    assert (nested["status"], nested["outcome"]) == ("success", "skipped"), nested
+    assert "nested in `total` (tests of `total` call it" in nested["summary"]
+    assert results["total"]["status"] == "success", results["total"]["summary"]
