@@ -22,7 +22,9 @@ import pytest
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRunner
+from remora.tool_library.callable_values import callable_arities
 from remora.tool_library.case_checks import constructed_value
+from remora.tool_library.parameter_values import parameters_of
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 # hypothesis's pytest plugin adds seconds to the start of every pytest run (check_tests leaves
@@ -685,3 +687,29 @@ def test_a_nested_function_is_left_to_its_parents_tests(
     assert (nested["status"], nested["outcome"]) == ("success", "skipped"), nested
     assert "nested in `total` (tests of `total` call it" in nested["summary"]
     assert results["total"]["status"] == "success", results["total"]["summary"]
+
+
+def test_how_many_arguments_a_callable_parameter_is_called_with() -> None:
+    source = (
+        "from typing import Callable\n\n"
+        "def retry(func, times=2):\n"
+        "    def wrapper(*args, **kwargs):\n"
+        "        return func(*args, **kwargs)\n"
+        "    return wrapper\n\n"
+        "def pick(items, key: Callable[[int, int], int], label: str):\n"
+        "    return items\n\n"
+        "class Timer:\n"
+        "    def __init__(self, clock, name):\n"
+        "        self.clock = clock\n"
+        "        self.name = name\n\n"
+        "    def now(self):\n"
+        "        return self.clock()\n"
+    )
+    tree = ast.parse(source)
+    retry, pick, timer = tree.body[1], tree.body[2], tree.body[3]
+    assert isinstance(retry, ast.FunctionDef) and isinstance(pick, ast.FunctionDef)
+    assert isinstance(timer, ast.ClassDef) and isinstance(timer.body[0], ast.FunctionDef)
+    init = timer.body[0]
+    assert callable_arities(retry, None, parameters_of(retry, False)) == {"func": None}
+    assert callable_arities(pick, None, parameters_of(pick, False)) == {"key": 2}
+    assert callable_arities(init, timer, parameters_of(init, True)) == {"clock": 0}

@@ -32,7 +32,7 @@ def callable_arities(
             found[parameter.name] = None if arguments is None else len(arguments)
     for node in ast.walk(definition):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
-            found[node.func.id] = len(node.args) + len(node.keywords)
+            found[node.func.id] = _arity(node)
     if owner is not None and definition.name == "__init__":
         stored = {
             target.attr: node.value.id
@@ -52,8 +52,17 @@ def callable_arities(
                 and node.func.value.id == "self"
                 and node.func.attr in stored
             ):
-                found[stored[node.func.attr]] = len(node.args) + len(node.keywords)
+                found[stored[node.func.attr]] = _arity(node)
     return found
+
+
+def _arity(call: ast.Call) -> int | None:
+    """How many arguments a call passes; None when it unpacks some (`func(*args, **kwargs)`)."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(
+        k.arg is None for k in call.keywords
+    ):
+        return None
+    return len(call.args) + len(call.keywords)
 
 
 def _annotated_arguments(text: str) -> list[ast.expr] | None:
