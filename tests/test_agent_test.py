@@ -713,3 +713,24 @@ def test_how_many_arguments_a_callable_parameter_is_called_with() -> None:
     assert callable_arities(retry, None, parameters_of(retry, False)) == {"func": None}
     assert callable_arities(pick, None, parameters_of(pick, False)) == {"key": 2}
     assert callable_arities(init, timer, parameters_of(init, True)) == {"clock": 0}
+
+
+def test_a_function_defined_in_a_block_is_not_possible_not_a_failure(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A function defined under an `if` at the module's top level (per platform, or under
+    `if __name__ == "__main__":`) may not exist when a test imports the module: the job says
+    so (not possible), where it ended as an error after write_tests refused it."""
+    (demo / "inventory" / "platform_bits.py").write_text(
+        "import sys\n\n"
+        "if sys.platform == 'win32':\n"
+        "    def separator():\n        return '\\\\'\n"
+        "else:\n"
+        "    def separator():\n        return '/'\n"
+    )
+    _, report, _ = analyze("inventory/platform_bits.py", {}, capsys)
+    jobs = [r for r in report["results"] if r["node"]["name"] == "separator"]
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job["status"] == "not_possible", job
+        assert "defined inside a block" in job["summary"]
