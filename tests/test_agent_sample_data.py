@@ -325,3 +325,18 @@ def test_schema_for_richer_signatures(
 
 def test_tool_check_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tool", "check", "sample_data"]) == 0, capsys.readouterr()
+
+
+def test_a_function_defined_in_a_block_is_not_possible_not_a_failure(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A function defined under an `if` at the module's top level: no call of it is explored
+    (a fixture's test may not find it), and the job says why instead of ending as an error."""
+    (demo / "inventory" / "platform_bits.py").write_text(
+        "import sys\n\nif sys.platform == 'win32':\n"
+        "    def separator(path: str) -> str:\n        return path + '\\\\'\n"
+    )
+    _, report, _ = analyze("inventory/platform_bits.py", {}, capsys)
+    (job,) = [r for r in report["results"] if r["node"]["name"] == "separator"]
+    assert job["status"] == "not_possible", job
+    assert "not defined at the top level of the module (inside a block)" in job["summary"]
