@@ -174,7 +174,9 @@ def phases(
             first["wall_s"] <= FIRST_GOAL_S and bool(first["progress_lines"])
             and not first["timed_out"],
             f"{fmt_s(first['wall_s'])} for {first['jobs']:,} jobs on {nodes:,} nodes "
-            f"(exit {first['exit_code']}); {len(first['progress_lines'])} progress lines; "
+            f"(exit {first['exit_code']}); {len(first['progress_lines'])} progress lines"
+            + (f", the last: {first['progress_lines'][-1]}" if first["timed_out"]
+               and first["progress_lines"] else "") + "; "
             f"other processes used {first['machine']['other_processes_cores']} cores",
         )  # fmt: skip
         report.verdict("jobs and outcomes per agent", None, per_agent_line(first))
