@@ -606,15 +606,39 @@ def parse_size(text: str, unit: str = "kb") -> int:
 def hit(name: str) -> int:
     _COUNTS[name] = _COUNTS.get(name, 0) + 1
     return _COUNTS[name]
+
+
+_TIME_PATTERNS = []
+_LOG = []
+
+
+def parse_time(text: str) -> int:
+    """Minutes.
+
+    >>> parse_time("1:30")
+    90
+    """
+    if not _TIME_PATTERNS:
+        _TIME_PATTERNS.append(re.compile(r"^(\\d+):(\\d+)$"))
+    match = _TIME_PATTERNS[0].match(text)
+    if match is None:
+        raise ValueError(f"not a time: {text!r}")
+    return int(match.group(1)) * 60 + int(match.group(2))
+
+
+def logged(entry: str) -> int:
+    _LOG.append(entry)
+    return len(_LOG)
 '''
 
 
 def test_a_memo_cache_is_no_state_a_test_sees_but_a_counter_is(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A module-level dict a call only adds entries to, where the same call made again returns
-    the same, is a cache: the parser gets tests of valid and invalid input. A dict whose entry a
-    call changes (a counter: the call made again returns 2) stays state other tests see."""
+    """A module-level dict or list a call only adds entries to, where the same call made again
+    returns the same, is a cache: the parsers get tests of valid and invalid input. A dict whose
+    entry a call changes (a counter: the call made again returns 2), or a list every call
+    appends to, stays state other tests see."""
     (demo / "inventory" / "sizes.py").write_text(MEMO_MODULE)
     code, report, _ = analyze("inventory/sizes.py", {}, capsys, "--fix")
     results = by_function(report)
@@ -624,6 +648,11 @@ def test_a_memo_cache_is_no_state_a_test_sees_but_a_counter_is(
     assert "pytest.raises(ValueError" in text
     assert results["hit"]["status"] != "success"
     assert "changes state other tests see (_COUNTS)" in results["hit"]["summary"]
+    # A list the call appends to once is a cache too; one it appends to on every call is not.
+    assert results["parse_time"]["status"] == "success", results["parse_time"]["summary"]
+    timed = (demo / "tests" / "test_sizes_parse_time.py").read_text()
+    assert "parse_time('1:30') == 90" in timed or "('1:30', 90)" in timed, timed
+    assert "changes state other tests see (_LOG)" in results["logged"]["summary"]
     done = pytest_direct(demo / "tests", cwd=demo.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert code == 1

@@ -126,8 +126,10 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
         | {name: f for name, f in vars(module).items() if inspect.isfunction(f) and "." not in name}
     )
     before = state(module)
-    tables = {
-        name: (value, dict(value)) for name, value in vars(module).items() if type(value) is dict
+    tables = {  # module-level dicts and lists, and a copy of what they held
+        name: (value, type(value)(value))
+        for name, value in vars(module).items()
+        if type(value) in (dict, list)
     }
     instance = None
     if call.get("instance"):
@@ -230,15 +232,18 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
 
 
 def memo_caches(module, tables, changed):
-    """The changed names that are module-level dicts the call only added entries to (the same
-    dict, every earlier key still there with the same value object): a memo cache, such as a
-    parser's compiled patterns, if filling it changes nothing a later call returns."""
+    """The changed names that are module-level dicts or lists the call only added entries to
+    (the same object, every earlier key or item still there, the same object): a memo cache,
+    such as a parser's compiled patterns, if filling it changes nothing a later call returns."""
     found = []
     for name in changed:
         value, copy = tables.get(name, (None, None))
         if value is None or vars(module).get(name) is not value or len(value) <= len(copy):
             return []
-        if any(key not in value or value[key] is not old for key, old in copy.items()):
+        if isinstance(copy, dict) and any(key not in value for key in copy):
+            return []  # a list that grew holds every earlier index
+        pairs = copy.items() if isinstance(copy, dict) else enumerate(copy)
+        if any(value[key] is not old for key, old in pairs):
             return []
         found.append(name)
     return found

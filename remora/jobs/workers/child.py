@@ -115,11 +115,29 @@ async def serve(fd: int) -> None:
         await stream.aclose()
 
 
+class Stopped(Exception):
+    """SIGTERM before the event loop listens for it (while the worker starts: the sandbox's
+    check runs then): raised where the worker is, so what it made (a temporary folder) is
+    removed on the way out."""
+
+
+def stopped(signum: int, frame: object) -> None:
+    raise Stopped
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, stopped)  # until serve's own receiver takes SIGTERM over
     code = 0
     try:
         anyio.run(serve, int(sys.argv[1]))
+    except Stopped:
+        code = 143
+    except BaseExceptionGroup as group:  # Stopped inside a task group before it listened
+        _, rest = group.split(Stopped)
+        if rest is not None:
+            sys.stderr.write(f"remora worker {os.getpid()}: {rest!r}\n")
+        code = 143 if rest is None else 2
     except BaseException as exc:  # a crash: the parent makes its jobs errors
         sys.stderr.write(f"remora worker {os.getpid()}: {type(exc).__name__}: {exc}\n")
         code = 2
