@@ -37,7 +37,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import PYTHON, BenchError, Report, common_arguments, fmt_s, workdir
+from lint_step import Library as Sdist
+from lint_step import download
 
 TIMEOUT_S = 1800.0
 FIX_ROUNDS = 8
@@ -102,7 +103,7 @@ def pydoclint_args(library: Library) -> list[str]:
 
 
 def measure(report: Report, library: Library, work: Path) -> None:
-    root = download(library, work)
+    root = download(Sdist(library.name, library.version, library.package), work)
     package = root / library.package
     files = sorted(package.rglob("*.py"))
     lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in files)
@@ -215,22 +216,6 @@ def measure(report: Report, library: Library, work: Path) -> None:
         f"before: {data['tests_before']['summary']}; after: {data['tests_after']['summary']}",
     )
     data["diff_lines"] = diff_size(root, fixing, library)
-
-
-def download(library: Library, work: Path) -> Path:
-    target = work / "sdist"
-    done = subprocess.run(
-        [PYTHON, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet",
-         "--dest", str(target), f"{library.name}=={library.version}"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    archives = sorted(target.glob("*.tar.gz")) if target.is_dir() else []
-    if done.returncode != 0 or not archives:
-        raise BenchError(f"pip download failed: {(done.stderr or done.stdout).strip()[-300:]}")
-    with tarfile.open(archives[0]) as archive:
-        archive.extractall(work / "src", filter="data")
-    (root,) = (work / "src").iterdir()
-    return root
 
 
 def has_config(root: Path) -> bool:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace
 from remora.findings.results import ErrorCode
-from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
+from remora.sandbox.commands import CommandRunner
 from remora.tool_library.docstring_fix import fix_plan
 from remora.tool_library.docstring_lint import (
     IGNORED_WITHOUT_CONFIG,
@@ -33,9 +34,11 @@ def docstring_functions(
     node: Node,
     commands: CommandRunner,
     fault: Callable[[ErrorCode, str], None],
+    reported: Callable[[str, list[str], Path], Awaitable[dict[str, Any]]],
 ) -> dict[str, Callable[..., Any]]:
     """`docstring_lint` and `fix_plan` for a job on `node`; `fault` records what the
-    environment failed (the job then ends as an error)."""
+    environment failed (the job then ends as an error); `reported` runs a command in a folder
+    so (externals.py)."""
 
     async def docstring_lint(
         line: int, style: str = "google", text: str | None = None
@@ -66,14 +69,7 @@ def docstring_functions(
 
         async def run() -> dict[str, Any]:
             with workspace.command_directory(extra={path: source}) as directory:
-                try:
-                    return await commands.run("pydoclint", args, directory, project=workspace.root)
-                except CommandMissing as exc:
-                    fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
-                    raise
-                except SandboxFailed as exc:
-                    fault(ErrorCode.SANDBOX_CRASHED, str(exc))
-                    raise
+                return await reported("pydoclint", args, directory)
 
         ran = await commands.shared.get(key, run)
         if ran["timed_out"]:

@@ -316,18 +316,23 @@ def host_functions(
             )
         return result
 
+    async def reported(name: str, args: list[str], directory: Path) -> dict[str, Any]:
+        """The command's result; a missing program or a crashed sandbox recorded as the
+        environment's failure (the job then ends as an error) on the way out."""
+        try:
+            return await commands.run(name, args, directory, project=workspace.root)
+        except CommandMissing as exc:
+            fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
+            raise
+        except SandboxFailed as exc:
+            fault(ErrorCode.SANDBOX_CRASHED, str(exc))
+            raise
+
     async def command_in_workspace(name: str, args: list[str]) -> dict[str, Any]:
         # A fresh directory per command, thrown away after it: what a command writes (pytest
         # running a model's code) is never a change of the job, nor seen by the next command.
         with workspace.command_directory() as directory:
-            try:
-                return await commands.run(name, args, directory, project=workspace.root)
-            except CommandMissing as exc:
-                fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
-                raise
-            except SandboxFailed as exc:
-                fault(ErrorCode.SANDBOX_CRASHED, str(exc))
-                raise
+            return await reported(name, args, directory)
 
     def job_file_text(path: str) -> str | None:
         with contextlib.suppress(OSError, ValueError):
@@ -373,7 +378,7 @@ def host_functions(
         "summary_prompt": summary_prompt,
         "doctest_examples": doctest_examples,
         "examples_section": examples_section,
-        **docstring_functions(workspace, node, commands, fault),
+        **docstring_functions(workspace, node, commands, fault, reported),
     }
 
 
