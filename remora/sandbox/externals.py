@@ -253,15 +253,10 @@ def host_functions(
         # file, never through a link into the project (a tests/ folder that exists is a link).
         with workspace.command_directory(extra={key: text}) as directory:
             argv = ["-m", "pytest", "-q", "-rA", "--tb=line", "-p", "no:cacheprovider"]
-            try:
-                for plugins in (UNUSED_PLUGINS, ()):  # the configuration or a fixture needs them
-                    command = [*argv, *plugins, *(args or []), key]
-                    ran = await commands.run("python", command, directory, project=workspace.root)
-                    if ran["exit_code"] != 4 and not re.search("^ERROR ", ran["stdout"], re.M):
-                        break
-            except SandboxFailed as exc:
-                fault(ErrorCode.SANDBOX_CRASHED, str(exc))
-                raise
+            for plugins in (UNUSED_PLUGINS, ()):  # the configuration or a fixture needs them
+                ran = await reported("python", [*argv, *plugins, *(args or []), key], directory)
+                if ran["exit_code"] != 4 and not re.search("^ERROR ", ran["stdout"], re.M):
+                    break
         output = str(ran["stdout"])
         passed = re.findall(r"^PASSED \S+::(\w+)", output, re.MULTILINE)
         failed = [
@@ -317,8 +312,7 @@ def host_functions(
         return result
 
     async def reported(name: str, args: list[str], directory: Path) -> dict[str, Any]:
-        """The command's result; a missing program or a crashed sandbox recorded as the
-        environment's failure (the job then ends as an error) on the way out."""
+        """The command's result; a missing program or a crashed sandbox: the job's error."""
         try:
             return await commands.run(name, args, directory, project=workspace.root)
         except CommandMissing as exc:
