@@ -93,7 +93,9 @@ def test_findings_are_exactly_what_ruff_reports(
         for f in r["findings"]
     ]
     assert code == 1
-    assert sorted(found) == sorted(expected)  # each reported once, by the node that owns it
+    assert sorted(found) == sorted(expected)  # each reported once
+    # One job per file (ruff answers a whole file), none per definition.
+    assert {r["node"]["type"] for r in report["results"]} == {"file"}
     assert {r["status"] for r in report["results"]} == {"success"}
     # Nothing to choose without --unsafe-fixes: no job asked the model.
     assert requests == []
@@ -119,31 +121,30 @@ def test_safe_fixes_land_with_fix_and_unsafe_ones_need_the_flag(
         for f in r["findings"]
     }
     assert reported == found
-    module = next(r for r in report["results"] if r["node"]["file"].endswith("stock.py")
-                  and r["node"]["type"] == "file")  # fmt: skip
-    assert (module["outcome"], module["summary"]) == (
+    stock = next(r for r in report["results"] if r["node"]["file"] == "inventory/stock.py")
+    assert (stock["outcome"], stock["summary"]) == (
         "fixed",
-        "ruff: 1 problem, 1 fixed by ruff's safe fixes (F401), 0 remain",
+        "ruff: 4 problems, 1 fixed by ruff's safe fixes (F401), 3 remain; "
+        "unsafe fixes need --unsafe-fixes: B006, T201",
     )
-    remove = next(r for r in report["results"] if r["node"]["qualified_name"] == "Stock.remove")
-    assert remove["summary"] == "ruff: 2 problems; unsafe fixes need --unsafe-fixes: T201"
     assert code == 1
 
     code, _, err, requests = analyze(demo, capsys, True, "--fix", "--unsafe-fixes")
     remaining = {rule for *_, rule in ruff_direct(demo)}
     assert remaining == {"E722"}  # only the bare except, which ruff cannot fix
-    assert "conflict" not in err  # fixes in different nodes of one file were merged
+    assert "conflict" not in err
     compile((demo / "inventory" / "stock.py").read_text(), "stock.py", "exec")
-    # The model was asked only by the jobs with an unsafe fix to choose: B006 in
-    # report.render and Stock.__init__, T201 in report.render and Stock.remove.
-    asked = {request["messages"][1]["content"].split("`")[1] for request in requests}
-    assert asked == {"render", "Stock.__init__", "Stock.remove"}
+    # The model was asked only by the files with an unsafe fix to choose: B006 and T201 in
+    # report.py and stock.py.
+    asked = {request["messages"][1]["content"].split()[1] for request in requests}
+    assert asked == {"inventory/report.py.", "inventory/stock.py."}
 
 
 def test_the_model_reads_the_choice_not_the_whole_node(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # stock.py's Stock.__init__ has an unsafe fix (B006): with --unsafe-fixes the model is asked.
+    # stock.py has unsafe fixes (B006 in Stock.__init__, T201 in Stock.remove): with
+    # --unsafe-fixes the model is asked.
     with ScriptedModelServer(rule=sensible_linter(False)) as server:
         main(
             [
@@ -159,15 +160,19 @@ def test_the_model_reads_the_choice_not_the_whole_node(
         )
         requests = list(server.requests)
     capsys.readouterr()
-    first = next(r for r in requests if "Stock.__init__" in r["messages"][1]["content"])
+    first = next(r for r in requests if "inventory/stock.py" in r["messages"][1]["content"])
     prompt = first["messages"][1]["content"]
     # The project's ruff configuration reaches the prompt...
     assert "# pyproject.toml\n[tool.ruff]\nline-length = 100" in prompt
     assert 'select = ["E", "F", "B", "T20", "UP"]' in prompt
-    # ...the node's text does not: the observation shows the lines around the choice.
+    # ...the file's text does not: the observation shows the lines around each choice.
     assert "self.items = items" not in prompt
     observation = json.loads(first["messages"][-1]["content"])
     assert set(observation) == {"summary", "unsafe_fixes", "next"}
-    (choice,) = observation["unsafe_fixes"]
-    assert (choice["rule"], choice["line"]) == ("B006", 6)
-    assert choice["code"] == "6:     def __init__(self, items={}):\n7:         self.items = items"
+    # Lines of the file as ruff's safe fix (F401, `import os` removed) left it.
+    choice, other = observation["unsafe_fixes"]
+    assert (choice["rule"], choice["line"], other["rule"]) == ("B006", 5, "T201")
+    assert choice["code"] == (
+        "3: \n4: class Stock:\n5:     def __init__(self, items={}):\n"
+        "6:         self.items = items\n7: "
+    )

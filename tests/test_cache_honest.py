@@ -135,7 +135,7 @@ def test_a_changed_ruff_selection_is_not_answered_from_the_cache(
 
     cached, findings, err = lint(capsys)  # the configuration did not change: all hits
     assert (cached, findings) == (HITS, [("F401", "pkg/mod.py", 1)])
-    assert "3 of 3 jobs answered from the cache" in err
+    assert "2 of 2 jobs answered from the cache" in err
 
 
 def test_a_config_file_counts_in_its_folder_and_below_not_beside(
@@ -673,3 +673,47 @@ def test_discovery_warns_once_when_its_cache_cannot_be_written(tmp_path: Path) -
     assert [node.name for node in found.nodes] == ["a.py", "a", "b.py"]
     assert len(found.warnings) == 1
     assert "parse cache not written" in found.warnings[0].message
+
+
+CHECK_NOTE = """\
+# /// remora-tool
+# description = "Say whether the node has its note in notes/<name>.txt."
+# ///
+there = file_exists("notes/" + node["name"] + ".txt")
+{"outcome": "checked", "summary": "note exists" if there else "no note", "final": True}
+"""
+
+
+def test_a_file_the_job_may_write_is_in_its_key(
+    project: Path,
+    probe_config: Path,
+    probe_agent: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The result of a job whose agent may write a file of its own (the test agent's test file)
+    depends on what is there: after the file was deleted or edited by hand, a stored "tests
+    exist" is not the answer (it was, before this was in the key)."""
+    monkeypatch.chdir(project)
+    (probe_agent.parent / "tools" / "check_note.pym").write_text(CHECK_NOTE)
+    definition = probe_agent.read_text().replace("writes: [node_file]", WRITES_NOTES)
+    probe_agent.write_text(
+        definition.replace("tools:\n", "tools:\n  - script: tools/check_note.pym\n").replace(
+            "done_when: [checked]", "done_when: [checked]\nobserve: [check_note]"
+        )
+    )
+    (project / "pkg" / "shout.py").write_text(TWO_FUNCTIONS)
+    (project / "notes").mkdir()
+    note = project / "notes" / "shout.txt"
+    note.write_text("mine\n")
+
+    def summaries() -> dict[str, tuple[str, bool]]:
+        out = probe_run(capsys, rule=CallEveryTool())[1]
+        return {name: (r["summary"], r["cached"]) for name, r in results_by_node(out).items()}
+
+    assert summaries()["shout"] == ("note exists", False)
+    assert summaries()["shout"] == ("note exists", True)  # nothing changed: from the cache
+    note.write_text("edited by hand\n")
+    assert summaries()["shout"] == ("note exists", False)  # asked again
+    note.unlink()
+    assert summaries() == {"shout": ("no note", False), "whisper": ("no note", True)}

@@ -35,6 +35,6 @@ def test_analyze_with_the_embedded_engine_and_its_cache(
     assert main(["analyze", "app.py", "--agents", "lint", "--format", "json"]) == 1
     err = capsys.readouterr().err
     if report["summary"]["failed"] == 0:
-        assert "2 of 2 jobs answered from the cache" in err
+        assert "1 of 1 jobs answered from the cache" in err
     assert main(["analyze", "app.py", "--agents", "lint", "--engine", "server"]) == 2
     assert "pip install 'remora[local]'" in capsys.readouterr().err

@@ -71,6 +71,9 @@ class WriteScope:
     node: Node
     files: tuple[re.Pattern[str], ...]
     """The path entries, filled in, each matching one whole path."""
+    exact: tuple[str, ...] = ()
+    """The path entries that name one file (no wildcard), filled in: a job's result depends on
+    what is there (a test file that exists already), so the result cache's key holds them."""
 
     def refusal(self, file: str, before: str | None, after: str) -> str | None:
         """Why a change of `file` from `before` (None: a new file) to `after` is out of scope;
@@ -103,6 +106,7 @@ def write_scope(
         "qualname": node.qualified_name.replace(".", "_"),
     }
     patterns = []
+    exact = []
     for entry in entries:
         if entry in (NODE, NODE_FILE):
             continue
@@ -112,7 +116,9 @@ def write_scope(
                 patterns.append(_pattern(filled))
             except re.error:  # check_scope refused the entry's own wildcards: not reached
                 continue
-    return WriteScope(entries=tuple(entries), node=node, files=tuple(patterns))
+            if re.search(r"(?<!\\)[*?\[]", filled) is None:
+                exact.append(re.sub(r"\\(.)", r"\1", filled))
+    return WriteScope(entries=tuple(entries), node=node, files=tuple(patterns), exact=tuple(exact))
 
 
 def _pattern(path: str) -> re.Pattern[str]:

@@ -1,11 +1,13 @@
 """The result cache: a job whose inputs did not change is answered from disk, not the model.
 
 The key covers everything that can change the answer: the node (text, type, qualified name,
-file), the agent (definition file, tool scripts, options, limits, turn limit), the model and its
-sampling settings, Remora's version, and what the tools' programs read besides the node: the
-versions of the allowed programs (`sandbox.commands.allowed` and `python_modules`, asked once
-per run) and the content of their configuration files (`sandbox.commands.config_files`) in the
-node's folder and every folder above it up to the project root. Every finished job is stored: a
+file), the files the job may write besides the node's (its `writes:` that name one file: the
+test agent's test file), the agent (definition file, tool scripts, options, limits, turn
+limit), the model and its sampling settings, Remora's version, and what the tools' programs
+read besides the node: the versions of the allowed programs (`sandbox.commands.allowed` and
+`python_modules`, asked once per run) and the content of their configuration files
+(`sandbox.commands.config_files`) in the node's folder and every folder above it up to the
+project root. Every finished job is stored: a
 success, and a job that ran to its end without one (`not_done`, the turn limit, bad replies, low
 confidence), which the same model with the same seeds would answer again the same way;
 `retry_not_done` asks those again. Never stored: environment and model errors, a job that ran
@@ -133,8 +135,21 @@ class ResultCache:
             node.text,
             self.programs(),
             self._configuration(root, node.file),
+            self._writable(agent, node, root),
         ]
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def _writable(self, agent: Agent, node: Node, root: Path) -> list[list[str | None]]:
+        """[path, content hash or None] of the files the job may write besides its node's
+        file: what is there decides its answer (a test file written by hand, or deleted since,
+        is not the one a stored "tests exist" was about)."""
+        top = os.path.abspath(root)
+        scope = write_scope(agent.definition.writes, node, agent.options, root)
+        return [
+            [path, _config_digest(os.path.join(top, path), top)]
+            for path in scope.exact
+            if path != node.file
+        ]
 
     def _path(self, key: str) -> Path:
         return self.directory / RESULTS / key[:2] / f"{key}.json"

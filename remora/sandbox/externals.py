@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
-import jsonschema
 from pydantic import ValidationError
 
 from remora.agents.toolscript import Tool
@@ -26,6 +25,7 @@ from remora.protocol.completion import (
 )
 from remora.sandbox.commands import CommandMissing, CommandRunner, SandboxFailed
 from remora.sandbox.docstring_host import docstring_functions
+from remora.sandbox.folder import left_file
 from remora.sandbox.read_only import shared_key
 from remora.tool_library import calls, findings
 from remora.tool_library.case_render import render_module
@@ -39,7 +39,7 @@ from remora.tool_library.docstring_rank import rank_drafts
 from remora.tool_library.docstring_render import keep_layout, render_docstring
 from remora.tool_library.docstring_retrieval import nearest_examples
 from remora.tool_library.module_paths import locate_tests, module_of, project_of, python_sources
-from remora.tool_library.signatures import describe_schema, signature_schema
+from remora.tool_library.signatures import describe_schema, signature_schema, validate_json
 from remora.tool_library.source_compare import compare_python
 from remora.tool_library.test_cases import parse_test_case
 
@@ -289,20 +289,23 @@ def host_functions(
     def node_info() -> dict[str, Any]:
         return describe_node(node)
 
-    async def run_command(name: str, args: list[str]) -> dict[str, Any]:
-        # Files named in the arguments become the job's own copies, so a command that edits
-        # one (`ruff check --fix FILE`) edits the workspace: the project itself is read-only.
+    async def run_command(
+        name: str, args: list[str], read_back: list[str] | None = None
+    ) -> dict[str, Any]:
+        # Files named in the arguments become the job's own copies (real files in the command's
+        # folder). What the command leaves is thrown away but `read_back`'s texts, as `files`.
         for arg in args if isinstance(args, list) else []:
             if isinstance(arg, str) and not arg.startswith("-"):
                 with contextlib.suppress(OSError, ValueError):
                     if workspace.is_file(arg):
                         workspace.read_text(arg)
+        keys = {path: workspace.key(_path(path)) for path in read_back or []}
         argv = [name, *args] if isinstance(args, list) else []
         key = shared_key(commands.settings.read_only, argv, job_file_text, workspace.written())
-        if key is None:
-            result = await command_in_workspace(name, args)
+        if key is None or keys:
+            result = await command_in_workspace(name, args, keys)
         else:
-            result = await commands.shared.get(key, lambda: command_in_workspace(name, args))
+            result = await commands.shared.get(key, lambda: command_in_workspace(name, args, {}))
         if result["timed_out"]:
             fault(
                 ErrorCode.COMMAND_TIMEOUT,
@@ -322,11 +325,19 @@ def host_functions(
             fault(ErrorCode.SANDBOX_CRASHED, str(exc))
             raise
 
-    async def command_in_workspace(name: str, args: list[str]) -> dict[str, Any]:
+    async def command_in_workspace(
+        name: str, args: list[str], keys: dict[str, str]
+    ) -> dict[str, Any]:
         # A fresh directory per command, thrown away after it: what a command writes (pytest
         # running a model's code) is never a change of the job, nor seen by the next command.
         with workspace.command_directory() as directory:
-            return await reported(name, args, directory)
+            result = await reported(name, args, directory)
+            limit = commands.settings.output_limit_kb * 1024
+            if keys:
+                result["files"] = {
+                    path: left_file(directory, key, limit) for path, key in keys.items()
+                }
+            return result
 
     def job_file_text(path: str) -> str | None:
         with contextlib.suppress(OSError, ValueError):
@@ -374,20 +385,6 @@ def host_functions(
         "examples_section": examples_section,
         **docstring_functions(workspace, node, commands, fault, reported),
     }
-
-
-def validate_json(value: object, schema: dict[str, Any]) -> list[str]:
-    """`value` against a JSON schema (Draft 2020-12) with the jsonschema library: one
-    `path: message` per error, [] when it is valid."""
-    try:
-        validator = jsonschema.Draft202012Validator(schema)
-        errors = sorted(validator.iter_errors(value), key=lambda error: list(error.path))
-    except jsonschema.SchemaError as exc:
-        raise ValueError(f"validate_json: not a valid schema: {exc.message}") from None
-    return [
-        f"{'.'.join(str(part) for part in error.absolute_path) or 'value'}: {error.message}"
-        for error in errors
-    ]
 
 
 def _path(path: object) -> str:

@@ -208,9 +208,71 @@ def _pack(directory: Path) -> int:
 
     def write(file: BinaryIO) -> None:
         with tarfile.open(fileobj=file, mode="w", format=tarfile.GNU_FORMAT) as archive:
-            archive.add(directory, arcname=".", filter=_anonymous)
+            _add_tree(archive, str(directory), ".", os.lstat(directory))
 
     return _sealed(write)
+
+
+def _add_tree(archive: tarfile.TarFile, path: str, name: str, info: os.stat_result) -> None:
+    """The folder `path` as `name`, and its folders, regular files and links below it. By hand,
+    not `TarFile.add`: that looks up every entry's owner names (the sandbox has no /etc/passwd
+    to map them, and `tar -o` ignores owners), which was a third of packing a folder of links."""
+    archive.addfile(_member(name, info, tarfile.DIRTYPE))
+    with os.scandir(path) as found:
+        entries = sorted(found, key=lambda entry: entry.name)
+    for entry in entries:
+        member = f"{name}/{entry.name}"
+        entry_info = entry.stat(follow_symlinks=False)
+        if entry.is_symlink():
+            link = _member(member, entry_info, tarfile.SYMTYPE)
+            link.linkname = os.readlink(entry.path)
+            archive.addfile(link)
+        elif entry.is_dir(follow_symlinks=False):
+            _add_tree(archive, entry.path, member, entry_info)
+        elif entry.is_file(follow_symlinks=False):
+            with open(entry.path, "rb") as content:
+                regular = _member(member, os.fstat(content.fileno()), tarfile.REGTYPE)
+                archive.addfile(regular, content)
+
+
+def _member(name: str, info: os.stat_result, kind: bytes) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.type = kind
+    member.mode = stat.S_IMODE(info.st_mode)
+    member.mtime = int(info.st_mtime)
+    member.size = info.st_size if kind == tarfile.REGTYPE else 0
+    return member
+
+
+def left_file(directory: Path, key: str, limit: int) -> str | None:
+    """The text of the regular file `key` (relative, POSIX) that a command left in its folder,
+    read as untrusted: through no link, at most `limit` bytes, UTF-8. None where there is no
+    such file or it is larger."""
+    parts = _parts(key)
+    if not parts:
+        return None
+    root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        parent = _walk(root, parts[:-1], create=False)
+    finally:
+        os.close(root)
+    if parent is None:
+        return None
+    try:
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
+    except OSError:
+        return None
+    finally:
+        os.close(parent)
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = file.read(limit + 1)
+    try:
+        return data.decode("utf-8") if len(data) <= limit else None
+    except UnicodeDecodeError:
+        return None
 
 
 def _sealed(write: Callable[[BinaryIO], None]) -> int:
@@ -222,12 +284,6 @@ def _sealed(write: Callable[[BinaryIO], None]) -> int:
     seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
     return fd
-
-
-def _anonymous(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """No owner names: the sandbox has no /etc/passwd to map them."""
-    info.uname = info.gname = ""
-    return info
 
 
 def _extract(

@@ -14,9 +14,14 @@ def node_info() -> dict[str, Any]:
     functions also signature, parameters (name, annotation, default, kind), return_annotation,
     is_async; for classes bases."""
 
-async def run_command(name: str, args: list[str]) -> dict[str, Any]:
+async def run_command(
+    name: str, args: list[str], read_back: list[str] | None = None
+) -> dict[str, Any]:
     """Run an allow-listed program in the job's workspace directory, inside the OS sandbox.
-    Returns command, exit_code (None on timeout), timed_out, stdout, stderr, truncated. A
+    Returns command, exit_code (None on timeout), timed_out, stdout, stderr, truncated. What
+    the command writes is thrown away; with `read_back` (paths), also `files`: each path's text
+    as the command left it (None: no such regular file, not UTF-8, or larger than
+    sandbox.commands.output_limit_kb), e.g. what `ruff check --fix FILE` made of FILE. A
     missing program or a timeout ends the job as an error (the model cannot repair it)."""
 
 async def complete(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import jsonschema
+
 TOKEN = re.compile(
     r"\s*(\.\.\.|[A-Za-z_][\w.]*|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|-?\d+(?:\.\d+)?|[\[\],|()])"
 )
@@ -274,3 +276,17 @@ def _tuple_schema(args: list[Tree], unknown: list[str]) -> dict[str, Any]:
         "items": False,
         "minItems": len(args),
     }
+
+
+def validate_json(value: object, schema: dict[str, Any]) -> list[str]:
+    """`value` against a JSON schema (Draft 2020-12) with the jsonschema library: one
+    `path: message` per error, [] when it is valid."""
+    try:
+        validator = jsonschema.Draft202012Validator(schema)
+        errors = sorted(validator.iter_errors(value), key=lambda error: list(error.path))
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"validate_json: not a valid schema: {exc.message}") from None
+    return [
+        f"{'.'.join(str(part) for part in error.absolute_path) or 'value'}: {error.message}"
+        for error in errors
+    ]
