@@ -17,6 +17,7 @@ import pytest
 from remora.config.settings import CommandSettings
 from remora.sandbox import seccomp
 from remora.sandbox.commands import CommandRunner, SandboxFailed
+from remora.sandbox.folder import left_file
 
 MIB = 1024 * 1024
 
@@ -326,3 +327,39 @@ def test_the_copy_back_is_bounded_too(tmp_path: Path) -> None:
     assert result["stdout"] == "the host stopped reading\n"
     assert "than sandbox.commands.folder_mb (1 MiB) holds" in result["stderr"], result["stderr"]
     assert sum(result["left"].values()) <= 65 * MIB, result["left"]
+
+
+def test_a_file_read_back_from_the_folder_is_read_as_untrusted(tmp_path: Path) -> None:
+    """`run_command(..., read_back=[path])` returns what the command left at the path
+    (`ruff check --fix FILE`): a regular file inside the folder, never through a link the
+    command made, never more than the limit, only UTF-8."""
+    workspace = tmp_path / "ws"
+    project = tmp_path / "project"
+    project.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the host's secret\n")
+    (workspace / "pkg").mkdir(parents=True)
+    for name in ("fixed.py", "linked.py", "big.py", "latin.py"):
+        (workspace / "pkg" / name).write_text("x = 1\n")
+    code = f"""\
+        import os
+        open("pkg/fixed.py", "w").write("x = 2\\n")
+        os.remove("pkg/linked.py")
+        os.symlink({str(secret)!r}, "pkg/linked.py")
+        os.symlink({str(tmp_path)!r}, "up")
+        open("pkg/big.py", "w").write("#" * 5000)
+        open("pkg/latin.py", "wb").write("caf\\u00e9".encode("latin-1"))
+    """
+    (workspace / "probe.py").write_text(textwrap.dedent(code))
+    runner = CommandRunner(CommandSettings(allowed=["python3"]))
+    result = anyio.run(lambda: runner.run("python3", ["probe.py"], workspace, project=project))
+    assert result["exit_code"] == 0, result["stderr"]
+    assert left_file(workspace, "pkg/fixed.py", 4096) == "x = 2\n"
+    assert os.readlink(workspace / "pkg" / "linked.py") == str(secret)  # copied back, as a link
+    assert left_file(workspace, "pkg/linked.py", 4096) is None  # but never read through it
+    assert left_file(workspace, "up/secret.txt", 4096) is None  # nor through a linked folder
+    assert left_file(workspace, "../secret.txt", 4096) is None
+    assert left_file(workspace, "pkg/big.py", 4096) is None
+    assert left_file(workspace, "pkg/big.py", 5000) == "#" * 5000
+    assert left_file(workspace, "pkg/latin.py", 4096) is None
+    assert left_file(workspace, "pkg/missing.py", 4096) is None
