@@ -1,6 +1,7 @@
-"""The reference workload: the bundled lint and docstring agents on 20 functions in 3 files (43
-jobs: lint on 3 files and 20 functions, docstring on 20 functions, as it skips file nodes),
-against the scripted model answering every request (chat and completion) after 0.2 s.
+"""The reference workload: the bundled lint and docstring agents on 20 functions in 3 files (23
+jobs: lint on the 3 files, docstring on the 20 functions, as it skips file nodes), against the
+scripted model answering every request (chat and completion) after 0.2 s. Until 2026-11-28 the
+lint agent ran on every node (43 jobs): jobs/s before and after are not comparable.
 
     python bench/reference_workload.py            # 3 runs, the best and the median reported
     python bench/reference_workload.py --quick    # 1 run at 10 ms: checks that it runs
@@ -13,7 +14,8 @@ docstring prompts as a base model would.
 Jobs/s is taken over the server's busy span (the first request's arrival to the last reply),
 as the reference implementation was measured; the whole process's wall time (start-up,
 discovery, report) is reported beside it. The ideal at this latency, 2 requests per job with
-every job in flight at once and no tool time, is 43 / 0.4 s ~ 107 jobs/s. Goal: >= 80 jobs/s.
+every job in flight at once and no tool time, was 43 / 0.4 s ~ 107 jobs/s (goal: >= 80 jobs/s);
+with 23 jobs it is 57 jobs/s, and the goal is kept at the same share of it (75 %): 43 jobs/s.
 Every job must end `success` (checked).
 """
 
@@ -27,8 +29,8 @@ from typing import Any
 from _common import BenchError, ModelServer, Report, common_arguments, fmt_s, run_analyze, workdir
 
 FILES = (7, 7, 6)
-JOBS = len(FILES) + 2 * sum(FILES)
-GOAL_JOBS_PER_S = 80.0
+JOBS = len(FILES) + sum(FILES)
+GOAL_JOBS_PER_S = 43.0
 
 
 def write_workload(root: Path) -> Path:

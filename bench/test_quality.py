@@ -44,6 +44,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import Deadline, Report, common_arguments, stop_process_group, workdir
+from _library_pool import draw
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -164,9 +166,13 @@ def load_library(name: str) -> Library:
     root = CORPUS / name
     for relative in (f"{name}.py", f"{name}/__init__.py"):
         if (root / relative).is_file():
-            source = (root / relative).read_text(encoding="utf-8")
-            return Library(name, root, name, relative, source, definitions(ast.parse(source)))
+            return library_of(name, root, name, relative)
     raise SystemExit(f"{root}: no module {name}.py or package {name}/")
+
+
+def library_of(name: str, root: Path, module: str, module_file: str) -> Library:
+    source = (root / module_file).read_text(encoding="utf-8")
+    return Library(name, root, module, module_file, source, definitions(ast.parse(source)))
 
 
 def definitions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
@@ -896,7 +902,9 @@ def run_remora(library: Library, folder: Path, timeout: float) -> tuple[dict[str
     project = copy_project(library.root, folder / "remora" / library.name)
     report_path = folder / f"remora-{library.name}.json"
     wrapper = [str(BENCH / "_every_call_run.py")] if EVERY_CALL else []
-    command = [PYTHON, *wrapper, "-m", "remora", "analyze", ".", "--engine", "local", "--no-cache",
+    # The module measured, not the whole project: a drawn library may have other modules.
+    command = [PYTHON, *wrapper, "-m", "remora", "analyze", library.module_file, "--engine",
+               "local", "--no-cache",
                "--agents", "test", "--fix", "--format", "json", "-o", report_path]  # fmt: skip
     if ADAPTER:  # an adapter for the test agent (e.g. from `remora train test --from-tests`)
         command += ["-c", f"agents.test.adapter={ADAPTER}"]
@@ -978,6 +986,10 @@ def main() -> int:
     parser.add_argument("--mutants", type=int, help="mutants sampled per module (default 60; "
                         "10 with --quick)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1, help="mutant sample, shuffle, Pynguin")
+    parser.add_argument("--draw", type=int, metavar="SEED", help="five libraries drawn with "
+                        "SEED from the pool (bench/corpus/test_quality_pool.json), one module "
+                        "each, instead of the fixed corpus; results: "
+                        "test_quality_draw-SEED.json")  # fmt: skip
     parser.add_argument("--pynguin", type=Path, help="the pynguin executable (a path that is "
                         "not one, e.g. `none`: Pynguin not run)")  # fmt: skip
     parser.add_argument(
@@ -1006,6 +1018,7 @@ def main() -> int:
         results_dir = args.results_dir or (BENCH / "results" / ("quick" if args.quick else ""))
         document = json.loads((results_dir / "test_quality.json").read_text())
         print("\n".join(markdown_table(document["libraries"], document["totals"])))
+        print("\n".join(draws_table(sorted(results_dir.glob("test_quality_draw-*.json")))))
         return 0
     budget = args.budget_s or (10 if args.quick else 60)
     cap = args.mutants or (10 if args.quick else 60)
@@ -1015,8 +1028,25 @@ def main() -> int:
     ADAPTER = args.adapter.resolve() if args.adapter else None
     EVERY_CALL = args.every_call
     name = "test_quality" + ("_every_call" if EVERY_CALL else "") + ("_adapter" if ADAPTER else "")
+    if args.draw is not None:
+        name += f"_draw-{args.draw}"
     report = Report(name, args)
-    libraries = [load_library(name.strip()) for name in names if name.strip()]
+    if args.draw is not None:
+        print(f"draw: seed {args.draw}", flush=True)
+        pool_folder = Path(tempfile.mkdtemp(prefix="remora-bench-pool-"))
+        drawn = draw(args.draw, pool_folder)
+        report.data["draw"] = {
+            "seed": args.draw,
+            "libraries": [
+                {"name": d.entry.name, "version": d.entry.version, "module": d.module,
+                 "licence": d.entry.license, "sdist_sha256": d.sdist_sha256}
+                for d in drawn
+            ],
+        }  # fmt: skip
+        print(f"drawn: {json.dumps(report.data['draw']['libraries'])}", flush=True)
+        libraries = [library_of(d.entry.name, d.root, d.module, d.module_file) for d in drawn]
+    else:
+        libraries = [load_library(name.strip()) for name in names if name.strip()]
     pynguin = find_pynguin(args.pynguin)
     settings: dict[str, Any] = {
         "libraries": [library.name for library in libraries],
@@ -1247,6 +1277,43 @@ def markdown_table(
                 f"(of {in_tested}) | {result.get('wall_s')} s | {len(pins)} ({contradicting}) |"
             )
     return rows
+
+
+def draws_table(files: list[Path]) -> list[str]:
+    """Per draw (its seed and libraries) and the mean over the draws: each tool's mutation score
+    on the same mutants, and the suites' order runs."""
+    lines = ["", "| draw (seed) | libraries | mutants | Remora | Pynguin | Remora - Pynguin |",
+             "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    differences = []
+    scores: dict[str, list[float]] = {tool: [] for tool in TOOLS}
+    for file in files:
+        document = json.loads(file.read_text())
+        totals = document["totals"]
+        row = {tool: totals[tool].get("score") for tool in TOOLS}
+        names = ", ".join(f"{d['name']} ({d['module']})" for d in document["draw"]["libraries"])
+        difference = (
+            row["remora"] - row["pynguin"]
+            if row["remora"] is not None and row["pynguin"] is not None
+            else None
+        )
+        for tool in TOOLS:
+            if row[tool] is not None:
+                scores[tool].append(row[tool])
+        if difference is not None:
+            differences.append(difference)
+        shown = f"{difference * 100:+.1f} points" if difference is not None else "n/a"
+        lines.append(
+            f"| {document['draw']['seed']} | {names} | {totals['remora'].get('mutants')} | "
+            f"{_percent(row['remora'])} | {_percent(row['pynguin'])} | {shown} |"
+        )
+    if files:
+        mean = {tool: sum(v) / len(v) if v else None for tool, v in scores.items()}
+        gap = f"{sum(differences) / len(differences) * 100:+.1f} points" if differences else "n/a"
+        lines.append(
+            f"| mean of {len(files)} | | | {_percent(mean['remora'])} | "
+            f"{_percent(mean['pynguin'])} | {gap} |"
+        )
+    return lines
 
 
 def verdicts(

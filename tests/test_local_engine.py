@@ -751,29 +751,23 @@ async def test_lint_job_on_the_demo_with_the_runner(
                 settings=RunnerSettings(max_tokens=96),
             ).run()
 
-    result = await lint(demo_node(demo, "Stock.remove"))  # a bare except and a print: E722, T201
-    # The runner's run_ruff found both; ruff can fix neither safely: verified, no model turn.
-    assert result.status is JobStatus.SUCCESS, result.error
-    assert result.outcome == "checked"
-    assert {finding.rule for finding in result.findings} == {"E722", "T201"}
-    assert result.turns == 0 and result.usage.completion_tokens == 0
-
-    # stock.py's module node: F401, which ruff fixes safely: run_ruff applies the fix itself and
-    # the job ends there, verified, without a model turn.
+    # stock.py: F401, which ruff fixes safely (run_ruff has ruff apply it), and a bare except
+    # and a print (E722, T201), which ruff cannot fix safely: verified, no model turn.
     found = discover_nodes([demo], root=demo)
     module = next(n for n in found.nodes if n.type == "file" and n.file.endswith("stock.py"))
     result = await lint(module)
     assert result.status is JobStatus.SUCCESS, result.error
     assert result.outcome == "fixed"
-    assert "F401" in {finding.rule for finding in result.findings}
+    assert {finding.rule for finding in result.findings} == {"F401", "B006", "E722", "T201"}
     assert result.turns == 0 and result.usage.completion_tokens == 0
 
     # Stock.__init__'s mutable default (B006) has only an unsafe fix: with --unsafe-fixes the
-    # real model chooses, apply_fix or submit_result; the outcome is still the tools' own.
+    # real model chooses for the file, apply_fix or submit_result; the outcome is still the
+    # tools' own.
     unsafe = load_agent(
         LINT_AGENT, model="google/functiongemma-270m-it", options={"unsafe_fixes": True}
     )
-    result = await lint(demo_node(demo, "Stock.__init__"), unsafe)
+    result = await lint(module, unsafe)
     assert result.status is JobStatus.SUCCESS, result.error
     assert result.outcome in ("checked", "fixed")
     assert "B006" in {finding.rule for finding in result.findings}
