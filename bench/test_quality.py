@@ -1016,8 +1016,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.table:
         results_dir = args.results_dir or (BENCH / "results" / ("quick" if args.quick else ""))
-        document = json.loads((results_dir / "test_quality.json").read_text())
-        print("\n".join(markdown_table(document["libraries"], document["totals"])))
+        if (results_dir / "test_quality.json").is_file():
+            document = json.loads((results_dir / "test_quality.json").read_text())
+            print("\n".join(markdown_table(document["libraries"], document["totals"])))
         print("\n".join(draws_table(sorted(results_dir.glob("test_quality_draw-*.json")))))
         return 0
     budget = args.budget_s or (10 if args.quick else 60)

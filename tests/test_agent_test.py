@@ -718,6 +718,22 @@ def test_a_nested_function_is_left_to_its_parents_tests(
     assert results["total"]["status"] == "success", results["total"]["summary"]
 
 
+def test_test_code_in_the_package_is_skipped_not_tested(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A library's own tests inside its package (titlecase ships `titlecase/tests.py`): tests
+    are written for the code, not for its tests; the job is skipped with that reason."""
+    (demo / "inventory" / "tests.py").write_text(
+        "from inventory.pricing import apply_discount\n\n\n"
+        "def test_discount():\n    assert apply_discount(10.0, 0.5) == 5.0\n"
+    )
+    _, report, _ = analyze("inventory/tests.py", {}, capsys, "--fix")
+    (job,) = report["results"]
+    assert (job["status"], job["outcome"]) == ("success", "skipped"), job
+    assert job["summary"].startswith("it is test code (inventory/tests.py)"), job["summary"]
+    assert not list((demo / "tests").glob("test_tests_*.py"))
+
+
 def test_how_many_arguments_a_callable_parameter_is_called_with() -> None:
     source = (
         "from typing import Callable\n\n"

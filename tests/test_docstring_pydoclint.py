@@ -227,6 +227,14 @@ def third(number: float) -> float:
     :param number: The number to divide.
     """
     return number / 3
+
+
+def scaled(number: float, factor: float = 2.0) -> float:
+    """
+    :param number: The number to scale.
+    :rtype: float
+    """
+    return number * factor
 '''
 
 FILES = {
@@ -449,6 +457,20 @@ def test_doc201_returns_from_the_annotation_in_numpy_and_sphinx(fixed: dict[str,
     assert doc(fixed, "pkg/numpy_style.py", "halve").endswith("Returns\n-------\nfloat")
     assert rules(job(fixed, "pkg/sphinx_style.py::third")) == [("DOC201", "edit")]
     assert doc(fixed, "pkg/sphinx_style.py", "third").endswith(":rtype: float")
+
+
+def test_a_docstring_without_a_summary_gets_its_missing_parameter(fixed: dict[str, Any]) -> None:
+    """A docstring that opens with its fields (titlecase's, in the wild): the model drafts the
+    missing parameter after the prompt's empty summary; the tool script crashed on it."""
+    result = job(fixed, "pkg/sphinx_style.py::scaled")
+    assert (result["status"], rules(result)) == (
+        "suggested",
+        [("DOC101", "suggestion"), ("DOC103", "suggestion")],
+    ), result["summary"]
+    assert result["summary"] == (
+        "drafted by the model (parameter factor): a suggestion, not written; it would fix "
+        "DOC101, DOC103"
+    )
 
 
 def test_doc602_extra_attribute_is_dropped(fixed: dict[str, Any]) -> None:
