@@ -357,3 +357,23 @@ def test_a_server_refusing_a_prompt_too_long_does_not_fail_the_run(
         "the prompt has 9001 tokens, more than the context of 8192 (raise the server's "
         in (refused[0]["summary"])
     )
+
+
+def test_the_model_is_told_when_more_unsafe_fixes_apply_than_it_is_shown(
+    shelf: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """apply_fix applies every unsafe fix of the file: where there are more than the six shown,
+    the observation says so, so the choice is made knowing it."""
+    functions = [f"def make{index}(items=[]):\n    return items\n" for index in range(8)]
+    (shelf / "pkg" / "shelf.py").write_text("\n\n".join(functions))
+    code, report, _, requests = lint(capsys, "--unsafe-fixes")
+    assert code == 1 and len(requests) == 1
+    observation = json.loads(requests[0]["messages"][-1]["content"])
+    assert len(observation["unsafe_fixes"]) == 6
+    assert observation["next"] == (
+        "Call apply_fix to apply all 8 unsafe fixes of the file (the first 6 shown), or "
+        "submit_result to leave them."
+    )
+    assert result_of(report, "<module>")["summary"] == (
+        "ruff: 8 problems; unsafe fixes to choose: B006"
+    )
