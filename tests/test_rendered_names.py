@@ -181,6 +181,17 @@ def test_an_instance_of_a_class_named_like_a_keyword_gets_a_variable_it_can_have
     compile(test["code"], "<test>", "exec")
 
 
+def test_an_instance_of_a_lowercase_class_does_not_shadow_the_class() -> None:
+    """`class immutabledict` (drawn by the benchmark): `immutabledict = immutabledict()` made the
+    name local to the test, which then failed with UnboundLocalError before the call."""
+    seen = observation(value="0")
+    (test,) = render_tests("frozenmap.size", [chosen("", seen, instance="frozenmap()")], [], "m")
+    assert "    frozenmap_ = frozenmap()\n    assert frozenmap_.size() == 0\n" in test["code"]
+    namespace: dict[str, Any] = {"frozenmap": type("frozenmap", (), {"size": lambda self: 0})}
+    exec(compile(test["code"], "<test>", "exec"), namespace)
+    namespace[test["name"]]()
+
+
 RECORDS = (
     "class Record:\n"
     '    """One row of a file: an attribute per field."""\n\n'

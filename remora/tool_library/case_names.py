@@ -92,6 +92,8 @@ def named_test(base: str, tail: str, number: int | None = None) -> str:
 
 def instance_variable(owner: str) -> str:
     """The variable a method's tests hold the instance in: the class's name in snake_case, with
-    a trailing underscore where that is a keyword (`class Lambda`: `lambda_`)."""
+    a trailing underscore where that is a keyword (`class Lambda`: `lambda_`) or the class's
+    own name (`class immutabledict`: `immutabledict_`, where `immutabledict = immutabledict()`
+    made the name local and the test fail with UnboundLocalError)."""
     variable = snake(owner)
-    return variable + "_" if keyword.iskeyword(variable) else variable
+    return variable + "_" if keyword.iskeyword(variable) or variable == owner else variable
