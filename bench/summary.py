@@ -36,7 +36,7 @@ TITLES = {
     "train-test": 'Training an adapter: test (issue "Agents that learn...")',
     "orchestrator": "Orchestrator efficiency",
     "client_overhead": "Client overhead",
-    "reference_workload": "Reference workload (lint + docstring, 43 jobs)",
+    "reference_workload": "Reference workload (lint + docstring, 23 jobs; 43 with lint per node)",
     "adaptive": "Adaptive concurrency",
     "discovery": "Discovery",
     "memory": "Memory",
