@@ -376,6 +376,7 @@ def host_functions(
         "test_file_text": test_file_text,
         "parse_test_case": parse_test_case,
         "ruff_finding": findings.ruff_finding,
+        "ruff_fixed_rules": findings.ruff_fixed_rules,
         "docstring_finding": docstring_finding,
         "docstring_skip_reason": docstring_skip_reason,
         "code_facts": code_facts,

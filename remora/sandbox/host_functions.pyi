@@ -192,6 +192,10 @@ def ruff_finding(problem: dict[str, Any], line: int) -> dict[str, Any]:
     """One problem of `ruff check --output-format json` as a finding on `line` (rule, message,
     line, column, severity: error for syntax errors and E9xx, else warning)."""
 
+def ruff_fixed_rules(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    """Rule codes with fewer problems in `after` (ruff's JSON after a fix) than in `before`,
+    in the order `before` lists them: what the fix removed."""
+
 def docstring_finding(check: dict[str, Any]) -> dict[str, Any]:
     """The missing docstring of this node's check_docstring result under pydocstyle's rule
     (D101 class, D102 method, D103 function, D105 magic method, D106 nested class, D107

@@ -1,7 +1,8 @@
-"""Findings two tools of one agent report alike, written once: a ruff problem as a finding (the
-lint agent's run_ruff and apply_fix), a missing docstring (pydocstyle's D1xx) and why a
-definition is left alone (the docstring agent's inspect_docstring and write_docstring). The
-docstring agent's other findings are pydoclint's own (docstring_lint.py)."""
+"""Findings two tools of one agent report alike, written once: a ruff problem as a finding and
+the rules a ruff fix removed (the lint agent's run_ruff and apply_fix), a missing docstring
+(pydocstyle's D1xx) and why a definition is left alone (the docstring agent's inspect_docstring
+and write_docstring). The docstring agent's other findings are pydoclint's own
+(docstring_lint.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,21 @@ def ruff_finding(problem: dict[str, Any], line: int) -> dict[str, Any]:
         "severity": "error" if code == "syntax-error" or code.startswith("E9") else "warning",
         "help_uri": problem.get("url"),
     }
+
+
+def ruff_fixed_rules(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    """The rule codes of `ruff check --output-format json` problems that are fewer `after` a
+    fix than `before` it, in the order `before` lists them."""
+    counts: dict[str, int] = {}
+    for problem in after:
+        counts[problem["code"]] = counts.get(problem["code"], 0) + 1
+    codes: list[str] = []
+    for problem in before:
+        code = problem["code"]
+        counts[code] = counts.get(code, 0) - 1
+        if counts[code] < 0 and code not in codes:
+            codes.append(code)
+    return codes
 
 
 def docstring_finding(check: dict[str, Any], qualified_name: str, kind: str) -> dict[str, Any]:
