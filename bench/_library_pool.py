@@ -64,7 +64,11 @@ def load_pool() -> list[PoolEntry]:
     rows = json.loads(POOL.read_text(encoding="utf-8"))
     fields = ("name", "version", "package", "path", "license")
     return [
-        PoolEntry(*(row[key] for key in fields), row.get("licence_file"), tuple(row["modules"]))
+        PoolEntry(
+            **{key: row[key] for key in fields},
+            licence_file=row.get("licence_file"),
+            modules=tuple(row["modules"]),
+        )
         for row in rows
     ]
 
@@ -146,16 +150,14 @@ def make_project(
     return Drawn(entry, root, dotted, module_file, digest)
 
 
-def definitions(tree: ast.Module) -> list[str]:
-    """Top-level functions and methods of top-level classes (what the test agent writes for)."""
-    found = []
-    for statement in tree.body:
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-            found.append(statement.name)
-        elif isinstance(statement, ast.ClassDef):
-            found += [
-                f"{statement.name}.{inner.name}"
-                for inner in statement.body
-                if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef)
-            ]
+def definitions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(qualified name, node) of every top-level function and method of a top-level class (what
+    the test agent writes tests for), in source order; the benchmark's mutants go in them."""
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for node in tree.body:
+        if isinstance(node, functions):
+            found.append((node.name, node))
+        elif isinstance(node, ast.ClassDef):
+            found += [(f"{node.name}.{c.name}", c) for c in node.body if isinstance(c, functions)]
     return found

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import Deadline, Report, common_arguments, stop_process_group, workdir
-from _library_pool import draw
+from _library_pool import definitions, draw
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -173,16 +173,6 @@ def load_library(name: str) -> Library:
 def library_of(name: str, root: Path, module: str, module_file: str) -> Library:
     source = (root / module_file).read_text(encoding="utf-8")
     return Library(name, root, module, module_file, source, definitions(ast.parse(source)))
-
-
-def definitions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
-    for node in tree.body:
-        if isinstance(node, FUNCTIONS):
-            found.append((node.name, node))
-        elif isinstance(node, ast.ClassDef):
-            found += [(f"{node.name}.{c.name}", c) for c in node.body if isinstance(c, FUNCTIONS)]
-    return found
 
 
 # --------------------------------------------------------------------------- the mutator
