@@ -21,7 +21,7 @@ def main() -> None:
     if sys.argv[1:3] != ["-m", "remora"]:
         raise SystemExit("usage: _every_call_run.py -m remora ARGS...")
     sys.path[0] = os.getcwd()  # as `python -m` has it: the project, not bench/, comes first
-    from remora.sandbox import externals
+    from remora.host import calls
     from remora.tool_library import call_selection
 
     def keep_all(
@@ -29,13 +29,13 @@ def main() -> None:
     ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
         return list(usable)
 
-    asked = externals.explore_calls
+    asked = calls.explore_calls
 
     async def model_always(**arguments: Any) -> dict[str, Any]:
         return await asked(**(arguments | {"model": "always"}))
 
     call_selection.cover = keep_all
-    externals.explore_calls = model_always  # type: ignore[assignment]
+    calls.explore_calls = model_always  # type: ignore[assignment]
     from remora.cli.main import main as remora_main
 
     code = remora_main(sys.argv[3:])

@@ -116,11 +116,11 @@ def row_differences(steps: int) -> tuple[float, float]:
     beside one other prompt against beside two or three others (low-level API)."""
     import numpy as np
 
-    from remora.models.local.binding import _llama_cpp, _model_params
+    from remora.models.local.binding import import_llama_cpp, model_params_set
     from remora.models.local.resolve import resolve_model
 
-    llama_cpp = _llama_cpp()
-    with _model_params(llama_cpp, extra_buffers=False):
+    llama_cpp = import_llama_cpp()
+    with model_params_set(llama_cpp, extra_buffers=False):
         base = llama_cpp.Llama(
             str(resolve_model().path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False
         )

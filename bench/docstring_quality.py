@@ -51,8 +51,8 @@ from typing import Any
 from _common import REPO, Report, common_arguments, workdir
 
 sys.path.insert(0, str(REPO))
-from remora.tool_library.docstring_context import summary_of
-from remora.tool_library.docstring_rank import f1, rouge_l
+from remora.bundled_agents.docstring.library.context import summary_of
+from remora.bundled_agents.docstring.library.rank import f1, rouge_l
 
 CORPUS = REPO / "bench" / "corpus" / "docstring_quality"
 LIBRARIES = {"inflection": "google", "humanize": "google", "semver": "sphinx"}
@@ -167,7 +167,7 @@ def apply_diff(text: str, diff: str) -> str:
 
 def contradictions(docstring: str, parameters: dict[str, dict[str, str | None]]) -> list[str]:
     """Parameter sentences that call the value something its annotation or default is not."""
-    from remora.tool_library.docstring_parse import parse_docstring
+    from remora.bundled_agents.docstring.library.parse import parse_docstring
 
     found = []
     for entry in parse_docstring(docstring)["parameters"]:
@@ -457,7 +457,9 @@ def main() -> None:
 
 
 def agent_threshold() -> float:
-    text = (REPO / "agents" / "docstring" / "agent.yaml").read_text(encoding="utf-8")
+    text = (REPO / "remora" / "bundled_agents" / "docstring" / "agent.yaml").read_text(
+        encoding="utf-8"
+    )
     match = re.search(r"^\s+min_confidence:\s*([\d.]+)", text, re.M)
     return float(match[1]) if match else 0.5
 

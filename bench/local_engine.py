@@ -185,7 +185,8 @@ async def measure(config: dict[str, Any]) -> dict[str, Any]:
         "n_ctx": model.n_ctx,
     }
     agent = load_agent(
-        REPO / "agents" / "lint" / "agent.yaml", model="google/functiongemma-270m-it"
+        REPO / "remora" / "bundled_agents" / "lint" / "agent.yaml",
+        model="google/functiongemma-270m-it",
     )
     with tempfile.TemporaryDirectory(prefix="remora-bench-local-") as tmp:
         root = Path(tmp) / "demo"

@@ -34,9 +34,10 @@ from remora.agents.toolscript import load_tool
 from remora.config.settings import CommandSettings, SandboxLimits
 from remora.discovery.nodes import Node, NodeType
 from remora.edits.workspace import Workspace
+from remora.host.context import HostContext
+from remora.host.library import shared_functions
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
-from remora.sandbox.externals import host_functions
 
 RESULTS = Path(__file__).parent / "results" / "sandbox.json"
 HEADER = '# /// remora-tool\n# description = "benchmark tool"\n# ///\n'
@@ -102,7 +103,9 @@ async def sandbox_latencies(work: Path, logic: str, calls: int) -> list[float]:
     latencies = []
     async with ToolSandbox() as sandbox:
         for i in range(calls + 20):
-            host = host_functions(Workspace(project), node, CommandRunner(CommandSettings()))
+            host = shared_functions(
+                HostContext(Workspace(project), node, CommandRunner(CommandSettings()))
+            )
             started = time.perf_counter()
             outcome = await sandbox.run(tool, {"node": {}, "options": {}}, host, limits)
             elapsed = time.perf_counter() - started
@@ -209,7 +212,7 @@ async def bench_concurrent_jobs(work: Path, jobs: int) -> dict[str, Any]:
         async def job() -> None:
             nonlocal failures
             workspace = Workspace(project)
-            host = host_functions(workspace, node, commands)
+            host = shared_functions(HostContext(workspace, node, commands))
             try:
                 for _ in range(3):
                     outcome = await sandbox.run(tool, {"node": {}, "options": {}}, host, limits)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from remora.agents.registry import bundled_agents_dir
+from remora.agents.installed import installed_agents
 
 SAMPLE_MODULE = '''\
 """Sample module."""
@@ -33,6 +33,7 @@ node_context: |
 tools:
   - script: tools/find_todos.pym
   - script: tools/replace_text.pym
+host_functions: [read_file, write_file, run_command]
 done_when: [checked]
 writes: [node_file]
 submit_result:
@@ -150,7 +151,7 @@ def probe_agent(tmp_path: Path) -> Path:
 def probe_config(project: Path, probe_agent: Path) -> Path:
     """remora.yaml in the project: only the probe agent enabled (every bundled agent off), no
     retries (fast tests)."""
-    bundled = sorted(path.parent.name for path in bundled_agents_dir().glob("*/agent.yaml"))
+    bundled = sorted(installed_agents())
     config = project / "remora.yaml"
     config.write_text(
         "server:\n  retries: 0\n  timeout: 10\n"

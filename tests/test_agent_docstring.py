@@ -18,17 +18,19 @@ from typing import Any
 
 import pytest
 
+from remora.agents import installed, registry
+from remora.agents.installed import InstalledAgent
+from remora.bundled_agents.docstring.library.check import check_docstring
+from remora.bundled_agents.docstring.library.parse import parse_docstring
+from remora.bundled_agents.docstring.library.render import render_docstring
+from remora.bundled_agents.docstring.library.source_compare import compare_python
 from remora.cli.main import main
 from remora.jobs.transcripts import read_transcripts
 from remora.models.scripted.server import Reply, ScriptedModelServer, tool_call
-from remora.tool_library.docstring_check import check_docstring
-from remora.tool_library.docstring_parse import parse_docstring
-from remora.tool_library.docstring_render import render_docstring
-from remora.tool_library.source_compare import compare_python
 
 REPO = Path(__file__).parent.parent
 DEMO = REPO / "examples" / "demo"
-AGENT = REPO / "agents" / "docstring"
+AGENT = REPO / "remora" / "bundled_agents" / "docstring"
 
 # Extra modules written into the copy, one job with a change per file at most: --fix applies one
 # change per file per run (a second change to a file conflicts), and these tests run once.
@@ -407,20 +409,21 @@ def test_a_refused_draft_is_drafted_again(demo: Path, capsys: pytest.CaptureFixt
 
 
 def test_a_tool_that_breaks_indentation_is_stopped_by_the_check(
-    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = demo / "agents" / "docstring"  # a project's own agent folder
+    broken = tmp_path / "site" / "docstring"  # an installed copy of the agent's package
     shutil.copytree(AGENT, broken)
+    copy = InstalledAgent(
+        name="docstring", package="remora.bundled_agents.docstring", folder=broken, distribution="t"
+    )
+    for module in (installed, registry):
+        monkeypatch.setattr(module, "installed_agents", lambda: {"docstring": copy})
     script = broken / "tools/write_docstring.pym"
     source = script.read_text()
     rendering = 'render_docstring(template, template["style"], check["indent"], width)'
     assert rendering in source
     # Two spaces short: the docstring's lines come out left of its opening quotes.
     script.write_text(source.replace(rendering, rendering.replace('"indent"]', '"indent"][2:]')))
-    (demo / "remora.yaml").write_text(
-        "server:\n  retries: 0\n  timeout: 10\n"
-        f"agents:\n  docstring:\n    definition: {broken / 'agent.yaml'}\n"
-    )
     before = snapshot(demo)
     model = DocstringWriter()
     _, report = analyze(model, "--fix", capsys=capsys)

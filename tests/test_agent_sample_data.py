@@ -21,7 +21,7 @@ import pytest
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 
-AGENT = Path(__file__).parent.parent / "agents" / "sample_data"
+AGENT = Path(__file__).parent.parent / "remora" / "bundled_agents" / "sample_data"
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
 
 TEMPERATURES = [0.0, 0.7, 1.0]

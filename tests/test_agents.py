@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from remora.agents.definition import load_agent
-from remora.agents.registry import bundled_agents_dir
+from remora.agents.installed import installed_agents
 from remora.cli.main import main
 from remora.errors import UserInputError
 from tests.conftest import PROBE_EXAMPLE as EXAMPLE
@@ -138,7 +138,10 @@ def test_unknown_agent_names_are_errors(
     assert "unknown agent(s) nope; known: " in err and "lint" in err and "probe" in err
 
 
-@pytest.mark.parametrize("path", sorted(bundled_agents_dir().glob("*/agent.yaml")))
+BUNDLED = sorted(agent.definition for agent in installed_agents().values())
+
+
+@pytest.mark.parametrize("path", BUNDLED)
 def test_bundled_agents_load(path: Path) -> None:
     agent = load_agent(path, model="m")
     assert agent.tools

@@ -24,11 +24,16 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path, known: set[str]) -> set[str]:
-    """The Remora modules `path` imports when it is imported: module-level imports, not those
-    under `if TYPE_CHECKING:` or inside functions (those run later, and break no cycle)."""
+    """The Remora modules `path` imports at its top level, those under `if TYPE_CHECKING:`
+    included (a cycle the type checker needs is a cycle of the design), not those inside
+    functions (those run later, and break no cycle)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
+    statements = list(tree.body)
     for statement in tree.body:
+        if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
+            statements += statement.body
+    for statement in statements:
         names: list[str] = []
         if isinstance(statement, ast.Import):
             names = [alias.name for alias in statement.names]
@@ -91,6 +96,34 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     assert cycles(graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle_through_type_checking(tmp_path: Path) -> None:
+    module = tmp_path / "a.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import remora.b\n")
+    assert imports(module, {"remora.b"}) == {"remora.b"}
+
+
+def private_imports() -> list[str]:
+    """Every private name (`_x`, not `__x__`) imported from another Remora module, at any depth
+    of a module (lazy and TYPE_CHECKING imports too): `importer: module._x`."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if not (node.level or (node.module or "").split(".")[0] == "remora"):
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.endswith("__"):
+                    found.append(f"{module_name(path)}: {node.module}.{alias.name}")
+    return found
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A name another module needs is part of its module's interface: it gets a public name (a
+    module's private names are its own to change)."""
+    assert private_imports() == []
 
 
 def test_the_cycle_check_sees_a_cycle() -> None:

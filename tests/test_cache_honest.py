@@ -554,6 +554,7 @@ def test_a_change_that_creates_another_file_is_reused_while_that_file_does_not_e
     (probe_agent.parent / "tools" / "write_note.pym").write_text(WRITE_NOTE)
     tools = "  - script: tools/replace_text.pym\n"
     definition = probe_agent.read_text().replace("writes: [node_file]", WRITES_NOTES)
+    definition = definition.replace("host_functions: [", "host_functions: [file_exists, ")
     probe_agent.write_text(definition.replace(tools, tools + "  - script: tools/write_note.pym\n"))
     source = project / "pkg" / "shout.py"
     source.write_text(TWO_FUNCTIONS)
@@ -697,9 +698,11 @@ def test_a_file_the_job_may_write_is_in_its_key(
     monkeypatch.chdir(project)
     (probe_agent.parent / "tools" / "check_note.pym").write_text(CHECK_NOTE)
     definition = probe_agent.read_text().replace("writes: [node_file]", WRITES_NOTES)
+    definition = definition.replace("host_functions: [", "host_functions: [file_exists, ")
     probe_agent.write_text(
         definition.replace("tools:\n", "tools:\n  - script: tools/check_note.pym\n").replace(
-            "done_when: [checked]", "done_when: [checked]\nobserve: [check_note]"
+            "done_when: [checked]",
+            "done_when: [checked]\nobserve: [check_note]",
         )
     )
     (project / "pkg" / "shout.py").write_text(TWO_FUNCTIONS)

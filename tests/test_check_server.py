@@ -11,7 +11,7 @@ import pytest
 
 from remora.models.http.server_check import CheckLine, CheckReport, check_server, render_text
 from remora.models.http.server_probe import PROBE_TOOL_NAME
-from remora.models.scripted.replies import _json_response, _Response
+from remora.models.scripted.replies import Response, json_response
 from remora.models.scripted.server import ScriptedModelServer, http_error, text, tool_call
 
 pytestmark = pytest.mark.anyio
@@ -45,10 +45,10 @@ class VllmLikeServer(ScriptedModelServer):
         self.adapters = adapters or {}
         self.models_status = models_status
 
-    async def _dispatch(self, request: h11.Request, body: bytes) -> _Response:
+    async def _dispatch(self, request: h11.Request, body: bytes) -> Response:
         if request.method == b"GET" and request.target.rstrip(b"/").endswith(b"/models"):
             if self.models_status is not None:
-                return _json_response(
+                return json_response(
                     self.models_status, {"error": {"message": "Unauthorized", "type": "auth"}}
                 )
             card = {"object": "model", "created": 0, "owned_by": "vllm"}
@@ -57,7 +57,7 @@ class VllmLikeServer(ScriptedModelServer):
                 {**card, "id": name, "root": f"/adapters/{name}", "parent": base}
                 for name, base in self.adapters.items()
             ]
-            return _json_response(200, {"object": "list", "data": data})
+            return json_response(200, {"object": "list", "data": data})
         return await super()._dispatch(request, body)
 
 

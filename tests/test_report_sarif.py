@@ -30,7 +30,7 @@ from remora.report.sarif import (
 )
 
 SCHEMA_PATH = Path(__file__).parent / "data" / "sarif-2.1.0-rtm.5.json"
-LINT_AGENT = Path(__file__).parent.parent / "agents" / "lint" / "agent.yaml"
+LINT_AGENT = Path(__file__).parent.parent / "remora" / "bundled_agents" / "lint" / "agent.yaml"
 
 SOURCE = '''\
 """Module."""

@@ -19,10 +19,11 @@ from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace
 from remora.findings.results import ErrorCode, JobError
+from remora.host.context import HostContext
+from remora.host.library import own_functions, shared_functions
 from remora.protocol.completion import Completion, DraftsRequest
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
-from remora.sandbox.externals import host_functions
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +61,9 @@ async def run_script(
     script.write_text(HEADER + code)
     tool = load_tool(script)
     workspace = workspace or Workspace(project)
-    host = host_functions(workspace, node, CommandRunner(commands or CommandSettings()))
+    context = HostContext(workspace, node, CommandRunner(commands or CommandSettings()))
+    # The shared functions and the test agent's (check_tests).
+    host = shared_functions(context) | own_functions("remora.bundled_agents.test.host", context)
     try:
         return await sandbox.run(tool, {"node": node.model_dump(), "options": {}}, host, limits)
     finally:
@@ -235,7 +238,7 @@ async def test_ten_megabyte_argument_is_handled(
         "len(text)\n"
     )
     tool = load_tool(script)
-    host = host_functions(Workspace(project), node, CommandRunner(CommandSettings()))
+    host = shared_functions(HostContext(Workspace(project), node, CommandRunner(CommandSettings())))
     big = "x" * 10_000_000
     outcome = await sandbox.run(tool, {"text": big, "node": {}, "options": {}}, host, FAST)
     assert outcome.ok and outcome.value == 10_000_000
@@ -349,7 +352,7 @@ async def test_a_sandbox_that_fails_at_run_time_is_an_environment_fault(
     workspace = Workspace(project)
     shutil.rmtree(project)
     faults: list[JobError] = []
-    host = host_functions(workspace, node, CommandRunner(CommandSettings()), faults)
+    host = shared_functions(HostContext(workspace, node, CommandRunner(CommandSettings()), faults))
     outcome = await sandbox.run(tool, {"node": node.model_dump(), "options": {}}, host, FAST)
     assert outcome.error is not None
     [fault] = faults
@@ -489,7 +492,7 @@ async def test_drafts_beyond_a_batch_are_asked_in_batches_in_order(
     )
     workspace = Workspace(project)
     commands = CommandRunner(CommandSettings())
-    host = host_functions(workspace, node, commands, None, None, drafting)
+    host = shared_functions(HostContext(workspace, node, commands, drafting=drafting))
     try:
         outcome = await sandbox.run(
             load_tool(script), {"node": node.model_dump(), "options": {}}, host, FAST

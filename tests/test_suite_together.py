@@ -63,6 +63,7 @@ system_prompt: Write tests.
 node_context: "Write tests for `{{ node.qualified_name }}` in {{ node.file }}"
 tools:
   - script: tools/write_test.pym
+host_functions: [write_file]
 done_when: [written]
 writes: ["{project}/tests/test_{module}_{name}.py"]
 verify_together: pytest

@@ -16,7 +16,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from remora.agents.context import provide
 from remora.agents.definition import TEMPLATES, load_agent
-from remora.agents.registry import bundled_agents_dir
+from remora.agents.installed import installed_agents
 from remora.agents.templates import MAX_CHARS, RENDER_SECONDS, TemplateBoundError, render
 from remora.cli.main import main
 from remora.discovery.nodes import Node, NodeType
@@ -209,7 +209,10 @@ def test_normal_templates_render_as_they_did(template: str) -> None:
     assert render(TEMPLATES.from_string(template), values) == expected
 
 
-@pytest.mark.parametrize("path", sorted(bundled_agents_dir().glob("*/agent.yaml")))
+BUNDLED = sorted(agent.definition for agent in installed_agents().values())
+
+
+@pytest.mark.parametrize("path", BUNDLED)
 def test_bundled_agents_render_as_they_did(path: Path, tmp_path: Path) -> None:
     agent = load_agent(path, model="m")
     node = sample("def f(x):\n" + "    x += 1  # step\n" * 300 + "    return x\n")

@@ -44,6 +44,25 @@ def test_tool_check_reports_type_errors_with_script_lines(
     assert len(out) == 3
 
 
+def test_tool_check_reports_a_host_function_the_agent_does_not_declare(
+    project: Path,
+    probe_config: Path,
+    probe_agent: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A script is checked against the stubs of its agent's declared host functions only: a
+    shared function left undeclared, or another agent's, is a name the script does not have."""
+    script = probe_agent.parent / "tools" / "replace_text.pym"
+    script.write_text(script.read_text() + "list_dir('.')\ncheck_tests('t.py', '')\n")
+    monkeypatch.chdir(project)
+    assert main(["tool", "check", "probe"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2, out
+    assert "`list_dir` used when not defined" in out[0], out
+    assert "`check_tests` used when not defined" in out[1], out
+
+
 def test_tool_run_prints_the_outcome_and_the_diff(
     project: Path,
     probe_config: Path,

@@ -8,8 +8,12 @@ from typing import Any
 import jsonschema
 import pytest
 
+from remora.bundled_agents.docstring.library.findings import (
+    docstring_finding,
+    docstring_skip_reason,
+)
+from remora.bundled_agents.lint.host import ruff_finding
 from remora.tool_library.calls import closing_call, propose_calls
-from remora.tool_library.findings import docstring_finding, docstring_skip_reason, ruff_finding
 from remora.tool_library.module_paths import locate_tests, module_of, project_of
 from remora.tool_library.signatures import annotation_schema, describe_schema, signature_schema
 

@@ -270,7 +270,7 @@ def _agent() -> Any:
     from remora.agents.definition import load_agent
 
     repo = Path(__file__).resolve().parent.parent
-    return load_agent(repo / "agents" / "docstring" / "agent.yaml", model="tiny")
+    return load_agent(repo / "remora" / "bundled_agents" / "docstring" / "agent.yaml", model="tiny")
 
 
 @needs_train
@@ -378,14 +378,15 @@ def test_an_adapter_outside_the_agent_folder_is_refused(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parent.parent
     agent = tmp_path / "agent"
     agent.mkdir()
-    for item in (repo / "agents" / "docstring").iterdir():
+    for item in (repo / "remora" / "bundled_agents" / "docstring").iterdir():
         target = agent / item.name
         if item.is_dir():
             shutil.copytree(item, target)
         else:
             target.write_bytes(item.read_bytes())
     yaml = agent / "agent.yaml"
-    definition = yaml.read_text()
+    # A copy outside the installed package has no host library of its own to declare from.
+    definition = re.sub(r"host_functions: \[[^\]]*\]", "host_functions: []", yaml.read_text())
     yaml.write_text(definition + "adapter: ../elsewhere\n")
     outside = r"adapter: \.\./elsewhere is outside the agent folder"
     with pytest.raises(UserInputError, match=outside):
@@ -487,7 +488,7 @@ def test_the_adapter_is_part_of_the_cache_key(tmp_path: Path) -> None:
     from remora.cache.store import agent_fingerprint
 
     repo = Path(__file__).resolve().parent.parent
-    yaml = repo / "agents" / "docstring" / "agent.yaml"
+    yaml = repo / "remora" / "bundled_agents" / "docstring" / "agent.yaml"
     first = load_adapter(fake_adapter(tmp_path / "a", "docstring"), where="test")
     other = load_adapter(fake_adapter(tmp_path / "b", "docstring", gguf=b"other"), where="test")
     prints = {

@@ -16,6 +16,9 @@ from remora.agents.adapters import CARD as ADAPTER_CARD
 from remora.agents.adapters import GGUF as ADAPTER_GGUF
 from remora.agents.adapters import Adapter, load_adapter
 from remora.agents.context import ProviderName, provide
+from remora.agents.examples import Example, check_examples
+from remora.agents.host_declarations import check_declarations
+from remora.agents.installed import HOST_STUBS_FILE, installed_agent_at
 from remora.agents.limits import Limits, resolve_limits
 from remora.agents.templates import BoundedEnvironment, render, template_line
 from remora.agents.toolscript import (
@@ -70,22 +73,6 @@ class Requirements(Strict):
     one warning saying why, instead of each failing on its own."""
 
 
-class ExampleTurn(Strict):
-    call: str
-    """A tool of the agent, or submit_result."""
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    result: Any = None
-    """What the tool answered (a string, or JSON); not given for submit_result."""
-
-
-class Example(Strict):
-    """A worked example shown to the model before the real job, in its native format."""
-
-    context: str
-    """The example job's first user message, as node_context would render it."""
-    turns: list[ExampleTurn] = Field(min_length=1, max_length=8)
-
-
 class AgentDefinition(Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")
     description: str
@@ -125,6 +112,9 @@ class AgentDefinition(Strict):
     examples: list[Example] = Field(default_factory=list, max_length=2)
     """Worked examples the model sees before every job of this agent, the same bytes each time
     (a prefix the engine and vLLM's prefix cache evaluate once)."""
+    host_functions: list[str] = Field(default_factory=list)
+    """The host functions its tool scripts call: shared ones (agents/host_functions.pyi) and
+    its own package's. A job gets these and no others."""
     verify_together: Literal["pytest"] | None = None
     """pytest: the files its successful jobs change are test files, shown and written only as a
     set that passes with the project's tests, in two orders (analysis/suite.py; the option
@@ -174,6 +164,9 @@ class Agent(BaseModel):
     adapter: Adapter | None = None
     """The LoRA adapter the agent's requests use (its name is then `model`, unless the
     configuration names another)."""
+    host_library: str | None = None
+    """The module of its own host functions: only an installed agent package has one."""
+    host_stubs: Path | None = None
 
     @property
     def name(self) -> str:
@@ -308,7 +301,11 @@ def load_agent(
                 f"{where}: observe: {name} needs inputs ({', '.join(needed)}); the runner "
                 "calls observations without arguments"
             )
-    _check_examples(definition, document, by_name)
+    check_examples(definition.examples, definition.submit_result.inputs, document, by_name)
+    installed = installed_agent_at(path)
+    host_library = installed.host_library if installed else None
+    stubs = installed.folder / HOST_STUBS_FILE if installed and host_library else None
+    check_declarations(definition.host_functions, stubs, document)
     agent = Agent(
         definition=definition,
         source=path,
@@ -319,6 +316,8 @@ def load_agent(
         tool_limits=resolve_limits(definition.limits, *limits),
         confidence=confidence or definition.confidence,
         adapter=adapter or None,
+        host_library=host_library,
+        host_stubs=stubs,
     )
     _check_template_renders(agent, document)
     return agent
@@ -337,40 +336,6 @@ def _own_adapter(definition: AgentDefinition, document: YamlFile, path: Path) ->
     if not all(file.resolve().is_relative_to(inside) for file in files):
         raise UserInputError(f"{where}: adapter: {definition.adapter} is outside the agent folder")
     return load_adapter(folder, where=where)
-
-
-def _check_examples(
-    definition: AgentDefinition, document: YamlFile, tools: dict[str, Tool]
-) -> None:
-    """Examples show calls the model could make: a tool of the agent or submit_result, with
-    arguments its schema accepts, and a result for every call but submit_result."""
-    submit = jsonschema.Draft202012Validator(
-        {**inputs_schema(definition.submit_result.inputs), "additionalProperties": False}
-    )
-    for number, example in enumerate(definition.examples):
-        for index, turn in enumerate(example.turns):
-            where = document.where(["examples", number, "turns", index])
-            name = f"examples.{number}.turns.{index}"
-            if turn.call == SUBMIT_RESULT:
-                validator, needs_result = submit, False
-            elif turn.call in tools:
-                validator, needs_result = tools[turn.call].validator, True
-            else:
-                known = ", ".join([*tools, SUBMIT_RESULT])
-                raise UserInputError(
-                    f"{where}: {name}.call: no tool {turn.call!r}; the tools: {known}"
-                )
-            error = jsonschema.exceptions.best_match(validator.iter_errors(turn.arguments))
-            if error is not None:
-                raise UserInputError(f"{where}: {name}.arguments: {error.message}")
-            if needs_result and turn.result is None:
-                raise UserInputError(
-                    f"{where}: {name}.result: what {turn.call} answered is missing"
-                )
-            if not needs_result and turn.result is not None:
-                raise UserInputError(
-                    f"{where}: {name}.result: submit_result has no result; remove it"
-                )
 
 
 def _check_template_renders(agent: Agent, document: YamlFile) -> None:

@@ -1,4 +1,5 @@
-"""Which agents exist: the bundled ones plus those named in the configuration."""
+"""Which agents exist: the installed ones (Remora's bundled agents and third parties' packages,
+agents/installed.py) plus those the configuration names by path."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-import remora
 from remora.agents.adapters import Adapter, load_adapter
 from remora.agents.definition import (
     Agent,
@@ -16,16 +16,9 @@ from remora.agents.definition import (
     load_definition,
     load_tools,
 )
+from remora.agents.installed import installed_agents
 from remora.config.loading import LoadedSettings
 from remora.errors import UserInputError
-
-DEFINITION_FILE = "agent.yaml"
-
-
-def bundled_agents_dir() -> Path:
-    package = Path(remora.__file__).parent
-    installed = package / "bundled_agents"  # where the wheel puts the top-level agents/ folder
-    return installed if installed.is_dir() else package.parent / "agents"
 
 
 class AgentEntry(BaseModel):
@@ -33,30 +26,40 @@ class AgentEntry(BaseModel):
     path: Path
     bundled: bool
     enabled: bool
+    origin: str
+    """Where it came from: the distribution that installed it (`remora` for the bundled
+    agents), or `configuration` for an agent the configuration names by path."""
 
 
 def agent_entries(loaded: LoadedSettings) -> list[AgentEntry]:
-    """Every known agent, bundled first, then those only the configuration names."""
+    """Every known agent, installed first (Remora's own before third parties'), then those
+    only the configuration names."""
     configured = loaded.settings.agents
     entries: dict[str, AgentEntry] = {}
-    root = bundled_agents_dir()
-    for path in sorted(root.glob(f"*/{DEFINITION_FILE}")) if root.is_dir() else []:
-        name = path.parent.name
+    for name, installed in installed_agents().items():
         settings = configured.get(name)
         entries[name] = AgentEntry(
-            name=name, path=path, bundled=True, enabled=settings.enabled if settings else True
+            name=name,
+            path=installed.definition,
+            bundled=installed.distribution == "remora",
+            enabled=settings.enabled if settings else True,
+            origin=installed.distribution,
         )
     for name, settings in configured.items():
         custom = loaded.agent_definition_path(name)
         if custom is None and name not in entries:
             raise UserInputError(
-                f"agents.{name}: no bundled agent is called {name!r}; "
+                f"agents.{name}: no installed agent is called {name!r}; "
                 f"set agents.{name}.definition to its YAML file "
-                f"(bundled: {', '.join(entries) or 'none'})"
+                f"(installed: {', '.join(entries) or 'none'})"
             )
         if custom is not None:
             entries[name] = AgentEntry(
-                name=name, path=custom, bundled=False, enabled=settings.enabled
+                name=name,
+                path=custom,
+                bundled=False,
+                enabled=settings.enabled,
+                origin="configuration",
             )
     return list(entries.values())
 

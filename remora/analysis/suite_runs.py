@@ -24,7 +24,7 @@ from remora.edits.workspace import Workspace
 from remora.findings.results import ErrorCode
 from remora.sandbox.commands import CommandRefused, CommandRunner, SandboxFailed
 from remora.sandbox.confinement import SandboxUnavailable
-from remora.sandbox.externals import UNUSED_PLUGINS
+from remora.tool_library.case_render import UNUSED_PLUGINS
 
 TIMEOUT_FACTOR = 5
 """A session runs a folder of tests, not one file: it may take this many times

@@ -35,8 +35,12 @@ def add_list_agents(commands: Any) -> None:
     agents = commands.add_parser(
         "list-agents",
         parents=[config_flags()],
-        help="list bundled and configured agents",
-        description="List bundled and configured agents with their tools.",
+        help="list installed and configured agents",
+        description=(
+            "List the agents Remora knows with their tools and where each came from: "
+            "bundled with Remora, an installed package (the distribution's name), or the "
+            "configuration (the definition's path)."
+        ),
     )
     agents.set_defaults(run=run_list_agents)
     agents.add_argument("--format", choices=["table", "json"], default="table")
@@ -97,6 +101,7 @@ def run_list_agents(args: argparse.Namespace) -> int:
                 "name": entry.name,
                 "enabled": entry.enabled,
                 "bundled": entry.bundled,
+                "origin": entry.origin,
                 "description": definition.description,
                 "tools": tools,
                 "definition": str(entry.path),
@@ -115,13 +120,19 @@ def run_list_agents(args: argparse.Namespace) -> int:
         table.add_row(
             escape(str(row["name"])),
             "yes" if row["enabled"] else "no",
-            "bundled" if row["bundled"] else escape(str(row["definition"])),
+            "bundled" if row["bundled"] else source_of(row),
             escape(", ".join(row["tools"])),  # type: ignore[arg-type]
             escape(f"{needs}: " + ("; ".join(row["unmet"]) if row["unmet"] else "met")),  # type: ignore[arg-type]
             escape(str(row["description"])),
         )
     stdout_console().print(table)
     return ExitCode.OK
+
+
+def source_of(row: dict[str, object]) -> str:
+    if row["origin"] == "configuration":
+        return escape(str(row["definition"]))
+    return escape(f"package {row['origin']}")
 
 
 def run_clean(args: argparse.Namespace) -> int:

@@ -29,7 +29,8 @@ def add_parser(commands: Any) -> None:
         parents=[config_flags()],
         help="type-check every tool script of the agents",
         description="Validate each tool's header and type-check its script against the host "
-        "functions and its declared inputs. Exit 1 when a problem is found.",
+        "functions its agent declares (host_functions: in agent.yaml) and its declared inputs. "
+        "Exit 1 when a problem is found.",
     )
     check.set_defaults(run=run_check)
     check.add_argument("agents", nargs="*", metavar="AGENT", help="default: every known agent")

@@ -61,7 +61,7 @@ def node_info(node: Node) -> dict[str, Any]:
     info["is_async"] = _text(definition).startswith("async")
     parameters = definition.child_by_field_name("parameters")
     returns = definition.child_by_field_name("return_type")
-    info["parameters"] = _parameters(parameters) if parameters is not None else []
+    info["parameters"] = parameter_list(parameters) if parameters is not None else []
     info["return_annotation"] = _text(returns) if returns is not None else None
     colon = next((child for child in definition.children if child.type == ":"), None)
     end = colon.start_byte if colon is not None else definition.end_byte
@@ -114,7 +114,7 @@ def _children(root: SyntaxNode, line_offset: int, *, is_file: bool) -> list[dict
     return found
 
 
-def _parameters(parameters: SyntaxNode) -> list[dict[str, Any]]:
+def parameter_list(parameters: SyntaxNode) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = []
     keyword_only = False
     for child in parameters.named_children:

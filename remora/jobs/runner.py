@@ -20,6 +20,8 @@ from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace
 from remora.events import NO_EVENTS, JobEvents
 from remora.findings.results import ErrorCode, Finding, JobError, JobResult, JobStatus
+from remora.host.context import HostContext, injected_context
+from remora.host.library import job_functions
 from remora.jobs.endings import JobEnd, JobEnded, ToolFault, not_done_message
 from remora.jobs.profiles import ModelProfile, call_grammar
 from remora.jobs.tool_calls import BadCall, check_call, model_content, record_findings
@@ -45,7 +47,6 @@ from remora.protocol.messages import (
 )
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
-from remora.sandbox.externals import host_functions, injected_context
 
 REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
 FINAL_REMINDER = "This is the last turn: call submit_result now."
@@ -69,9 +70,10 @@ class FunctionGemmaRunner:
         self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
         self.workspace, self.profile, self.settings = workspace, profile, settings
         self.faults: list[JobError] = []
-        self.host = host_functions(
+        context = HostContext(
             workspace, node, commands, self.faults, self._complete, self._complete_drafts
         )
+        self.host = job_functions(agent, context)
         self.tools = {tool.name: tool for tool in agent.tools}
         self.validators = {tool.name: tool.validator for tool in agent.tools}
         self.validators[SUBMIT_RESULT] = agent.submit_validator

@@ -7,15 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from remora.agents.definition import Agent
+from remora.agents.host_declarations import declared_stubs
 from remora.agents.toolscript import Tool
 from remora.config.settings import RemoraSettings
 from remora.discovery.discover import discover_nodes
 from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace
 from remora.errors import UserInputError
+from remora.host.context import HostContext, injected_context
+from remora.host.library import job_functions
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
-from remora.sandbox.externals import host_functions, injected_context
 
 
 async def check_tools(agents: list[Agent]) -> list[str]:
@@ -23,8 +25,9 @@ async def check_tools(agents: list[Agent]) -> list[str]:
     problems: list[str] = []
     async with ToolSandbox() as sandbox:
         for agent in agents:
+            stubs = declared_stubs(agent.definition.host_functions, agent.host_stubs)
             for tool in agent.tools:
-                problems += await sandbox.type_check(tool)
+                problems += await sandbox.type_check(tool, stubs)
     return problems
 
 
@@ -78,7 +81,7 @@ async def run_tool(
     commands = CommandRunner(settings.sandbox.commands)
     workspace = Workspace(root, copy_project=commands.confinement is None)
     context = injected_context(tool, node, agent.options, workspace)
-    host = host_functions(workspace, node, commands)
+    host = job_functions(agent, HostContext(workspace, node, commands))
     async with ToolSandbox(max_workers=1) as sandbox:
         outcome = await sandbox.run(
             tool, tool.sandbox_inputs(arguments, context), host, agent.tool_limits

@@ -22,7 +22,6 @@ from pydantic_monty import (
 
 from remora.agents.limits import Limits
 from remora.agents.toolscript import Tool
-from remora.sandbox.externals import HOST_STUBS
 
 PRINT_LIMIT_BYTES = 1 << 20
 _CHECK_WRAPPER = "async def __remora_tool__() -> None:\n"
@@ -104,14 +103,15 @@ class ToolSandbox:
             return _outcome(started, printed, error=f"{name}: {exc}")
         return _outcome(started, printed, value=value)
 
-    async def type_check(self, tool: Tool) -> list[str]:
-        """Monty's type checker over the script, against stubs of everything it is given.
+    async def type_check(self, tool: Tool, host_stubs: str) -> list[str]:
+        """Monty's type checker over the script, against stubs of everything it is given: the
+        host functions its agent declares (`host_stubs`) and its inputs.
 
         The script is checked as the body of a function that is never called, so checking runs
         none of it. Diagnostics come back as `path:line:column: message`.
         """
         body = "".join(f"    {line}\n" for line in tool.source.splitlines()) or "    pass\n"
-        stubs = HOST_STUBS + "\n" + tool.type_stubs()
+        stubs = host_stubs + "\n" + tool.type_stubs()
         async with self._pool.checkout(
             script_name=tool.script_path.name,
             type_check=True,

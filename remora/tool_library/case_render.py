@@ -23,6 +23,11 @@ MAX_STATE_ASSERTS = 4
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
 
+UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
+"""Plugins a generated test file never uses (it is plain and synchronous) that cost most of a
+check's time when installed: hypothesis's imports all of hypothesis at every session's end."""
+
+
 def render_tests(
     target: str,
     chosen: Sequence[Mapping[str, Any]],

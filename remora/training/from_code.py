@@ -20,14 +20,14 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from remora.bundled_agents.docstring.library.check import check_docstring
+from remora.bundled_agents.docstring.library.context import summary_of
+from remora.bundled_agents.docstring.library.prompt import QUOTES, summary_prompt
+from remora.bundled_agents.docstring.library.retrieval import nearest_examples
+from remora.bundled_agents.docstring.library.words import words
 from remora.discovery.nodes import NodeType
 from remora.discovery.parse import build_nodes, find_definitions
 from remora.discovery.walk import iter_python_files
-from remora.tool_library.docstring_check import check_docstring
-from remora.tool_library.docstring_context import summary_of
-from remora.tool_library.docstring_prompt import QUOTES, summary_prompt
-from remora.tool_library.docstring_retrieval import nearest_examples
-from remora.tool_library.docstring_words import words
 from remora.tool_library.module_paths import project_of, python_sources
 from remora.training.dataset import Example, WrittenExamples
 

@@ -44,12 +44,12 @@ from remora.models.http.server_probe import (
     PROFILE_KIT,
     PROFILE_OPENAI,
     ServedModel,
-    _auto_fix,
-    _probe,
-    _probe_target,
-    _profile,
-    _required_problem,
-    _why,
+    auto_fix,
+    probe_server,
+    probe_target,
+    profile_name,
+    required_problem,
+    why,
 )
 from remora.protocol.messages import ModelError
 
@@ -223,9 +223,9 @@ async def _check_url(
             else:
                 add(f"agent {agent}", "ok", f"{name}: served")
 
-        target = _probe_target(models, agent_models, probe_model)
+        target = probe_target(models, agent_models, probe_model)
         gemma = target.looks_like_gemma()
-        auto = await _probe(client, target.id, "auto")
+        auto = await probe_server(client, target.id, "auto")
         if auto.valid:
             add("tool_choice=auto", "ok", f"{target.id}: {auto.message}")
         else:
@@ -233,16 +233,16 @@ async def _check_url(
                 "tool_choice=auto",
                 "problem",
                 f"{target.id}: {auto.message}",
-                _auto_fix(auto, gemma),
+                auto_fix(auto, gemma),
             )
-        required = await _probe(client, target.id, "required")
+        required = await probe_server(client, target.id, "required")
         if required.valid:
             add("tool_choice=required", "ok", f"{target.id}: {required.message}")
         else:
-            message, fix = _required_problem(required, gemma)
+            message, fix = required_problem(required, gemma)
             add("tool_choice=required", "problem", f"{target.id}: {message}", fix)
 
-        profile = _profile(gemma=gemma, auto=auto.valid, required=required.valid)
+        profile = profile_name(gemma=gemma, auto=auto.valid, required=required.valid)
         if profile is None:
             add(
                 "profile",
@@ -251,7 +251,7 @@ async def _check_url(
                 "fix the tool_choice problems above, then run remora check-server again",
             )
         else:
-            add("profile", "ok", f"runner.model_profile: {profile} ({_why(profile)})")
+            add("profile", "ok", f"runner.model_profile: {profile} ({why(profile)})")
         return _UrlReport(lines, models, profile)
     finally:
         await client.aclose()

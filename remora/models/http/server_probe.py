@@ -92,7 +92,7 @@ class _Probe:
     status: int | None = None
 
 
-def _probe_target(
+def probe_target(
     models: list[ServedModel], agent_models: Mapping[str, str], probe_model: str | None
 ) -> ServedModel:
     by_id = {model.id: model for model in models}
@@ -104,7 +104,7 @@ def _probe_target(
     return next((model for model in models if not model.is_adapter), models[0])
 
 
-async def _probe(
+async def probe_server(
     client: OpenAIChatModel, model: str, tool_choice: Literal["auto", "required"]
 ) -> _Probe:
     try:
@@ -165,7 +165,7 @@ def _judge(reply: ModelReply) -> _Probe:
     return _Probe(False, "an empty reply: no text, no call", "text")
 
 
-def _auto_fix(probe: _Probe, gemma: bool) -> str:
+def auto_fix(probe: _Probe, gemma: bool) -> str:
     if probe.kind == "marker_text" or (
         probe.kind == "error" and "enable-auto-tool-choice" in probe.message
     ):
@@ -196,7 +196,7 @@ def _auto_fix(probe: _Probe, gemma: bool) -> str:
     return "check the server's chat template and --tool-call-parser for this model"
 
 
-def _required_problem(probe: _Probe, gemma: bool) -> tuple[str, str]:
+def required_problem(probe: _Probe, gemma: bool) -> tuple[str, str]:
     if gemma:
         return (
             f"{probe.message} (stock vLLM forces FunctionGemma into plain JSON under "
@@ -211,7 +211,7 @@ def _required_problem(probe: _Probe, gemma: bool) -> tuple[str, str]:
     )
 
 
-def _profile(*, gemma: bool, auto: bool, required: bool) -> str | None:
+def profile_name(*, gemma: bool, auto: bool, required: bool) -> str | None:
     if required:
         return PROFILE_KIT if gemma else PROFILE_OPENAI
     if auto:
@@ -219,7 +219,7 @@ def _profile(*, gemma: bool, auto: bool, required: bool) -> str | None:
     return None
 
 
-def _why(profile: str) -> str:
+def why(profile: str) -> str:
     if profile == PROFILE_KIT:
         return (
             "FunctionGemma answers tool_choice=required with a valid call: the server "

@@ -36,7 +36,7 @@ INSTALL_HINT = "pip install 'remora[local]'"
 _GGML_LOG_WARN, _GGML_LOG_ERROR = 3, 4
 
 
-_TOKEN_DATA_FIELDS = [("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]
+TOKEN_DATA_FIELDS = [("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]
 """The layout of llama.cpp's `llama_token_data` (checked against ctypes when loading)."""
 
 
@@ -50,7 +50,7 @@ def cpu_count() -> int:
 
 def llama_cpp_available() -> bool:
     """Whether the optional dependency is installed, without importing it (importing it starts
-    the OpenMP runtime, which must see the settings `_llama_cpp` makes first)."""
+    the OpenMP runtime, which must see the settings `import_llama_cpp` makes first)."""
     return importlib.util.find_spec("llama_cpp") is not None
 
 
@@ -60,7 +60,7 @@ _import_lock = threading.Lock()
 _log_callback: Any = None
 
 
-def _llama_cpp() -> Any:
+def import_llama_cpp() -> Any:
     """The `llama_cpp` module (untyped: it ships no stubs), imported once, quietly.
 
     Before the import, OpenMP is told to put idle threads to sleep instead of spinning
@@ -106,8 +106,8 @@ def _forward_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
             log.log(logging.INFO if level == _GGML_LOG_WARN else logging.DEBUG, "%s", message)
 
 
-def _check_token_data_layout(llama: Any) -> None:
-    if ctypes.sizeof(llama.llama_token_data) != np.dtype(_TOKEN_DATA_FIELDS, align=True).itemsize:
+def check_token_data_layout(llama: Any) -> None:
+    if ctypes.sizeof(llama.llama_token_data) != np.dtype(TOKEN_DATA_FIELDS, align=True).itemsize:
         raise ModelError(
             "this llama-cpp-python has a llama_token_data layout Remora does not know; "
             "install llama-cpp-python>=0.3.36"
@@ -115,7 +115,7 @@ def _check_token_data_layout(llama: Any) -> None:
 
 
 @contextlib.contextmanager
-def _model_params(llama: Any, *, extra_buffers: bool, sequences: int = 1) -> Iterator[None]:
+def model_params_set(llama: Any, *, extra_buffers: bool, sequences: int = 1) -> Iterator[None]:
     """Load with llama.cpp's extra CPU buffer types (AMX, weight repacking) on or off, and
     contexts that hold `sequences` sequences in one KV cache.
 

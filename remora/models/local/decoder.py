@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from remora.models.local.binding import _TOKEN_DATA_FIELDS
+from remora.models.local.binding import TOKEN_DATA_FIELDS
 from remora.models.local.stopping import stop_at
 from remora.models.local.usage import EngineStats
 from remora.protocol.messages import ModelError
@@ -28,15 +28,15 @@ _TOP_CANDIDATES = 256
 
 _SAMPLING_TOP_K = 40
 
-_EVAL_CHUNK = 64
-"""Prompts are evaluated in chunks starting at multiples of this (see `_Slot._prime`)."""
-_EVAL_BATCH = 4 * _EVAL_CHUNK
+EVAL_CHUNK = 64
+"""Prompts are evaluated in chunks starting at multiples of this (see `Slot._prime`)."""
+EVAL_BATCH = 4 * EVAL_CHUNK
 """Whole chunks evaluated in one llama.cpp batch: 465 prompt tokens/s against 351 for one chunk
 at a time (2 cores), for 13 MB more of compute buffers over three contexts."""
 
 
 @dataclass
-class _Generation:
+class Generation:
     text: str
     prompt_tokens: int
     completion_tokens: int
@@ -47,10 +47,10 @@ class _Generation:
     """Each token's text and log-probability before the grammar, when asked for."""
 
 
-_Use = Literal["chat", "text"]
+Use = Literal["chat", "text"]
 
 
-class _Slot:
+class Slot:
     """One llama.cpp model instance with its context. Used by one thread at a time."""
 
     def __init__(self, llama: Any, llm: Any) -> None:
@@ -62,12 +62,12 @@ class _Slot:
         self.eos = int(llm.token_eos())
         self._token_bytes: dict[int, bytes] = {}
         self._all_ids = np.arange(self.n_vocab, dtype=np.int32)
-        self._token_data = np.dtype(_TOKEN_DATA_FIELDS, align=True)
+        self._token_data = np.dtype(TOKEN_DATA_FIELDS, align=True)
         self._prompt_positions = 0
         """Cache positions filled by prompt evaluation (reusable), not by generation."""
         self.used = 0
         """When this context was last taken (a count of takes), for least-recently-used."""
-        self.use: _Use = "chat"
+        self.use: Use = "chat"
         self.adapter: str | None = None
         """The LoRA adapter applied now, under which the held KV cache was computed."""
         self._adapters: dict[str, Any] = {}
@@ -129,7 +129,7 @@ class _Slot:
         logprobs: bool = False,
         on_text: Callable[[str], None] | None = None,
         adapter: str | None = None,
-    ) -> _Generation:
+    ) -> Generation:
         """`on_text` is called with the reply so far after every token (a streamed reply);
         `adapter` names a loaded LoRA adapter to generate with (None: the base model)."""
         self.apply_adapter(adapter)
@@ -169,7 +169,7 @@ class _Slot:
         stats.completion_tokens = completion
         stats.completion_seconds = time.perf_counter() - started
         text = out.decode("utf-8", errors="replace")
-        return _Generation(text, len(prompt), completion, finish, stats, scored)
+        return Generation(text, len(prompt), completion, finish, stats, scored)
 
     def start(
         self, prompt: list[int], check_cancelled: Callable[[], None], stats: EngineStats
@@ -231,19 +231,19 @@ class _Slot:
         a different one: llama.cpp computes a batch of fewer than 8 tokens along another path
         than a larger one (logits differ by up to 1.0 here), so a prompt whose last token alone
         were evaluated again would see other logits than the same prompt evaluated whole. So
-        the prompt is always evaluated in chunks aligned to multiples of `_EVAL_CHUNK`, and
+        the prompt is always evaluated in chunks aligned to multiples of `EVAL_CHUNK`, and
         only whole chunks of an earlier prompt (not generated tokens) are reused: every token's
         cache entry is computed by the same batch whatever ran before. At least the chunk with
         the last prompt token is evaluated again: its logits are what the first sample needs.
 
-        Whole chunks before that last one go to llama.cpp up to `_EVAL_BATCH` at a time: a batch
+        Whole chunks before that last one go to llama.cpp up to `EVAL_BATCH` at a time: a batch
         of several whole chunks computes every token exactly as the chunks one by one would
         (measured on the stand-in's Q4_K_M weights on an x86 CPU: largest difference 0, in the
         cache and in the logits after it; a test checks it with the packaged GGUF), where a
         batch that ends elsewhere does not. The last chunk is always a batch of its own.
         """
         llm = self.llm
-        keep = self.reusable(prompt, self.adapter) // _EVAL_CHUNK * _EVAL_CHUNK
+        keep = self.reusable(prompt, self.adapter) // EVAL_CHUNK * EVAL_CHUNK
         memory = self.llama.llama_get_memory(llm.ctx)
         if keep > 0 and self.llama.llama_memory_seq_rm(memory, 0, keep, -1):
             llm.n_tokens = keep
@@ -252,8 +252,8 @@ class _Slot:
             self.llama.llama_memory_clear(memory, True)
             keep = 0
         self._prompt_positions = keep
-        last = (len(prompt) - 1) // _EVAL_CHUNK * _EVAL_CHUNK
-        starts = [*range(keep, last, _EVAL_BATCH), last]
+        last = (len(prompt) - 1) // EVAL_CHUNK * EVAL_CHUNK
+        starts = [*range(keep, last, EVAL_BATCH), last]
         for start, end in zip(starts, [*starts[1:], len(prompt)], strict=True):
             check_cancelled()  # a long prompt takes seconds: a cancelled job need not wait
             llm.eval(prompt[start:end])

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from remora.models.local.decoder import _Generation, _Slot
+from remora.models.local.decoder import Generation, Slot
 from remora.models.local.stopping import stop_at
 from remora.models.local.usage import EngineStats
 from remora.protocol.completion import MAX_DRAFTS
@@ -23,7 +23,7 @@ MAX_ROWS = MAX_DRAFTS
 
 
 def decode_drafts(
-    slot: _Slot,
+    slot: Slot,
     prompt: list[int],
     temperatures: Sequence[float],
     *,
@@ -32,7 +32,7 @@ def decode_drafts(
     check_cancelled: Callable[[], None],
     stops: Sequence[bytes] = (),
     adapter: str | None = None,
-) -> list[_Generation]:
+) -> list[Generation]:
     """One free-text continuation of `prompt` per temperature, decoded together: the prompt
     is evaluated once and shared by a sequence per row (`llama_memory_seq_cp`), and each
     step decodes one token of every row in one batch, so the rows share each weight read.
@@ -92,7 +92,7 @@ def decode_drafts(
     stats.completion_tokens = sum(produced)
     stats.completion_seconds = time.perf_counter() - started
     generations = [
-        _Generation(out.decode("utf-8", errors="replace"), len(prompt), made, why or "length")
+        Generation(out.decode("utf-8", errors="replace"), len(prompt), made, why or "length")
         for out, made, why in zip(outs, produced, finish, strict=True)
     ]
     generations[0].stats = stats  # the request's counts, once
@@ -100,7 +100,7 @@ def decode_drafts(
 
 
 def _next_piece(
-    slot: _Slot,
+    slot: Slot,
     logits: np.ndarray[Any, np.dtype[np.float32]],
     temperature: float,
     rng: np.random.Generator,
@@ -125,7 +125,7 @@ def _next_piece(
 
 
 def _decode_rows(
-    slot: _Slot, batch: Any, rows: list[int], tokens: list[int], position: int
+    slot: Slot, batch: Any, rows: list[int], tokens: list[int], position: int
 ) -> dict[int, np.ndarray[Any, np.dtype[np.float32]]]:
     """Decode one token for each of `rows` (row r is sequence r, at `position`) in one
     batch: the logits by row."""

@@ -19,10 +19,10 @@
   decoded as one batch of a row per temperature (`drafts.py`), reproducible the same way.
 * **Concurrency.** Generations run in worker threads under a `CapacityLimiter` of `slots`, each
   slot a model instance (weights memory-mapped, so shared); waiting requests are served the
-  conversation furthest along first (`_TurnOrder`). A cancelled job stops at the next token.
+  conversation furthest along first (`TurnOrder`). A cancelled job stops at the next token.
 * **Prefix reuse.** A context keeps the KV cache of its last prompt; a request evaluates only
   what it does not share with it. A slot has a chat context and two text contexts
-  (`_Contexts`), and a request takes the one where it costs least (`scheduler.cost`); a
+  (`Contexts`), and a request takes the one where it costs least (`scheduler.cost`); a
   completion identical to a recent one gets that one's reply (`ReplayedReplies`).
 
 llama-cpp-python is an optional dependency (`pip install 'remora[local]'`); this module imports
@@ -47,14 +47,15 @@ from remora.config.settings import DEFAULT_N_CTX
 from remora.findings.results import EngineUsage
 from remora.models.local.binding import (
     INSTALL_HINT,
-    _check_token_data_layout,
-    _llama_cpp,
-    _model_params,
+    check_token_data_layout,
     cpu_count,
+    import_llama_cpp,
     llama_cpp_available,
+    model_params_set,
 )
-from remora.models.local.decoder import _EVAL_BATCH, _Generation, _Slot, _Use
+from remora.models.local.decoder import EVAL_BATCH, Generation, Slot, Use
 from remora.models.local.drafts import MAX_ROWS, decode_drafts
+from remora.models.local.model_files import file_identity
 from remora.models.local.reply import (
     DecodingProgress,
     calls_so_far,
@@ -62,7 +63,7 @@ from remora.models.local.reply import (
     reply_grammar,
     text_completion,
 )
-from remora.models.local.scheduler import _Contexts, _TurnOrder
+from remora.models.local.scheduler import Contexts, TurnOrder
 from remora.models.local.scoring import score_text
 from remora.models.local.usage import EngineStats, ReplayedReplies
 from remora.protocol.completion import Completion, CompletionRequest, DraftsRequest
@@ -109,7 +110,7 @@ class LocalChatModel:
             raise ValueError("n_ctx must be at least 256")
         self.path = Path(model_path)
         self.name = name or self.path.stem
-        self.identity = identity or f"{self.name}:{_file_identity(self.path)}"
+        self.identity = identity or f"{self.name}:{file_identity(self.path)}"
         self.n_ctx = n_ctx
         self.slots = slots
         self.n_threads = n_threads or max(1, cpu_count() // slots)
@@ -120,10 +121,10 @@ class LocalChatModel:
         self.on_load: Callable[[float], None] | None = None
         """Called with those seconds when a load ends (in the loading thread)."""
         self.stats = EngineStats()
-        self._contexts = _Contexts()
+        self._contexts = Contexts()
         self._limiter = anyio.CapacityLimiter(slots)
         """Bounds the worker threads: one per slot."""
-        self._order = _TurnOrder(slots)
+        self._order = TurnOrder(slots)
         """Decides which waiting request gets a slot next."""
         self._load_lock = threading.Lock()
         self._stats_lock = threading.Lock()
@@ -147,15 +148,15 @@ class LocalChatModel:
         with self._load_lock:
             if self.load_seconds is not None:
                 return self.load_seconds
-            llama = _llama_cpp()
-            _check_token_data_layout(llama)
+            llama = import_llama_cpp()
+            check_token_data_layout(llama)
             started = time.perf_counter()
             try:
                 for _ in range(self.slots):
-                    self._contexts.add("chat", _Slot(llama, self._new_llama(llama, self.n_ctx)))
+                    self._contexts.add("chat", Slot(llama, self._new_llama(llama, self.n_ctx)))
                     for _ in range(_TEXT_CONTEXTS_PER_SLOT):
                         text = self._new_llama(llama, min(self.n_ctx, TEXT_N_CTX))
-                        self._contexts.add("text", _Slot(llama, text))
+                        self._contexts.add("text", Slot(llama, text))
                 self._load_adapters(self._adapters)
             except BaseException:
                 self._close_slots()
@@ -177,10 +178,10 @@ class LocalChatModel:
             raise ModelError(f"model file not found: {self.path}")
         kwargs = {
             "n_ctx": n_ctx,
-            # Prompts are evaluated in batches of whole chunks (_Slot._prime); a larger batch
+            # Prompts are evaluated in batches of whole chunks (Slot._prime); a larger batch
             # would only reserve logits for tokens never asked for (address space: 1 MB a token).
-            "n_batch": _EVAL_BATCH,
-            "n_ubatch": _EVAL_BATCH,
+            "n_batch": EVAL_BATCH,
+            "n_ubatch": EVAL_BATCH,
             "n_threads": self.n_threads,
             "n_threads_batch": self.n_threads,
             "seed": self.seed or 1,  # 0 means "random" to llama.cpp; sampling is ours anyway
@@ -191,7 +192,7 @@ class LocalChatModel:
             "verbose": False,
         }
         try:
-            with _model_params(llama, extra_buffers=self.extra_buffers, sequences=MAX_ROWS):
+            with model_params_set(llama, extra_buffers=self.extra_buffers, sequences=MAX_ROWS):
                 return llama.Llama(str(self.path), **kwargs)
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file"
             raise ModelError(f"cannot load {self.path}: {exc}") from exc
@@ -279,7 +280,12 @@ class LocalChatModel:
         adapter `model` names, if any. A `score` request generates nothing: it measures the
         continuation's log-probability (`scoring.py`)."""
         if request.score is not None:
-            return await score_text(self, model, request)
+            await self.load()
+            scored, stats = await score_text(
+                self._order, self._contexts, self._limiter, self._adapter(model), request
+            )
+            self.record(stats)
+            return scored
         one = DraftsRequest(
             prompt=request.prompt,
             stop=request.stop,
@@ -324,7 +330,7 @@ class LocalChatModel:
 
     def _generate_in_thread(
         self,
-        use: _Use,
+        use: Use,
         prompt_text: str,
         grammar: str | None,
         *,
@@ -335,7 +341,7 @@ class LocalChatModel:
         logprobs: bool = False,
         on_text: Callable[[str], None] | None = None,
         adapter: str | None = None,
-    ) -> list[_Generation]:
+    ) -> list[Generation]:
         """One generation per temperature: alone for one (under `grammar`, with `logprobs` and
         `on_text` as asked), else free text decoded together (`drafts.decode_drafts`)."""
         rows = len(temperatures)
@@ -390,11 +396,3 @@ class LocalChatModel:
         """Add one request's counts to the engine's totals (any thread)."""
         with self._stats_lock:
             self.stats.add(stats)
-
-
-def _file_identity(path: Path) -> str:
-    try:
-        stat = path.stat()
-    except OSError:
-        return "missing"
-    return f"{stat.st_size}-{stat.st_mtime_ns}"

@@ -15,7 +15,7 @@ from typing import IO
 
 from remora.protocol.messages import ModelError
 
-_CHUNK = 1 << 20
+CHUNK = 1 << 20
 
 
 def check_gguf(path: Path) -> None:
@@ -35,7 +35,7 @@ def _note_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def _verified_sha(path: Path) -> str | None:
+def verified_sha(path: Path) -> str | None:
     """The checksum recorded for `path`, if the file is unchanged since it was verified."""
     try:
         note = json.loads(_note_path(path).read_text(encoding="utf-8"))
@@ -50,24 +50,24 @@ def _verified_sha(path: Path) -> str | None:
     return sha if isinstance(sha, str) else None
 
 
-def _verify(path: Path, expected: str) -> bool:
+def verify_sha(path: Path, expected: str) -> bool:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while block := handle.read(_CHUNK):
+        while block := handle.read(CHUNK):
             digest.update(block)
     if digest.hexdigest() != expected:
         return False
-    _write_note(path, expected)
+    write_note(path, expected)
     return True
 
 
-def _write_note(path: Path, sha: str) -> None:
+def write_note(path: Path, sha: str) -> None:
     stat = path.stat()
     note = {"sha256": sha, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     # A read-only folder: no note, the file is verified again next time.
     with (
         contextlib.suppress(OSError),
-        _temporary(path.parent, _note_path(path).name) as (handle, temporary),
+        temporary_file(path.parent, _note_path(path).name) as (handle, temporary),
     ):
         handle.write(json.dumps(note).encode())
         handle.close()
@@ -75,7 +75,7 @@ def _write_note(path: Path, sha: str) -> None:
 
 
 @contextlib.contextmanager
-def _temporary(folder: Path, name: str) -> Iterator[tuple[IO[bytes], Path]]:
+def temporary_file(folder: Path, name: str) -> Iterator[tuple[IO[bytes], Path]]:
     """A temporary file next to its final place (same file system: `os.replace` is atomic),
     removed unless the caller moved it."""
     fd, raw = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
@@ -106,3 +106,12 @@ def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
         while chunk := handle.read(1 << 20):
             hasher.update(chunk)
     return hasher.hexdigest()
+
+
+def file_identity(path: Path) -> str:
+    """A model file's size and modification time: what tells two files at one path apart."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return "missing"
+    return f"{stat.st_size}-{stat.st_mtime_ns}"

@@ -16,7 +16,13 @@ from typing import IO
 
 from remora.config.settings import DEFAULT_HF_FILE, DEFAULT_HF_REPO
 from remora.models.local.model import INSTALL_HINT
-from remora.models.local.model_files import _CHUNK, _temporary, _verified_sha, _verify, _write_note
+from remora.models.local.model_files import (
+    CHUNK,
+    temporary_file,
+    verified_sha,
+    verify_sha,
+    write_note,
+)
 from remora.models.local.resolve import STAND_IN_PACKAGE, models_dir
 from remora.protocol.messages import ModelError
 
@@ -49,18 +55,18 @@ def pull_functiongemma(
     folder = models_dir(dest)
     target = folder / Path(filename).name
     sha, size = _listed_checksum(base, repo, filename, timeout, folder)
-    if _verified_sha(target) == sha or (target.is_file() and _verify(target, sha)):
+    if verified_sha(target) == sha or (target.is_file() and verify_sha(target, sha)):
         return target
     folder.mkdir(parents=True, exist_ok=True)
     quoted = "/".join(urllib.parse.quote(part) for part in filename.split("/"))
     url = f"{base}/{repo}/resolve/main/{quoted}"
-    with _temporary(folder, target.name) as (handle, temporary):
+    with temporary_file(folder, target.name) as (handle, temporary):
         digest = hashlib.sha256()
         with (
             _open(url, timeout, folder) as response,
             _progress_bar(progress, target.name, size) as bar,
         ):
-            while block := response.read(_CHUNK):
+            while block := response.read(CHUNK):
                 digest.update(block)
                 handle.write(block)
                 bar(len(block))
@@ -71,7 +77,7 @@ def pull_functiongemma(
                 f"{sha} the Hub lists; nothing was written, try again"
             )
         os.replace(temporary, target)
-    _write_note(target, sha)
+    write_note(target, sha)
     return target
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import anyio.from_thread
 
 from remora.findings.results import Usage
-from remora.models.local.decoder import _Generation
+from remora.models.local.decoder import Generation
 from remora.protocol.completion import Completion
 from remora.protocol.functiongemma import (
     ParsedOutput,
@@ -44,7 +44,7 @@ def _tool_name(tool: Mapping[str, Any]) -> object:
     return function.get("name") if isinstance(function, Mapping) else tool.get("name")
 
 
-def text_completion(generation: _Generation) -> Completion:
+def text_completion(generation: Generation) -> Completion:
     return Completion(
         text=generation.text,
         finish="length" if generation.finish == "length" else "stop",
@@ -55,7 +55,7 @@ def text_completion(generation: _Generation) -> Completion:
     )
 
 
-def generation_reply(generation: _Generation, first_id: int) -> ModelReply:
+def generation_reply(generation: Generation, first_id: int) -> ModelReply:
     parsed: ParsedOutput = parse_output(generation.text)
     calls = [
         ToolCall(id=f"call_{first_id + index}", name=call.name, arguments=call.arguments_json())

@@ -32,7 +32,13 @@ from typing import Any, Literal
 
 from remora.config.settings import DEFAULT_HF_FILE, DEFAULT_HF_REPO, EngineName, LocalSettings
 from remora.models.local.model import INSTALL_HINT, LocalChatModel, llama_cpp_available
-from remora.models.local.model_files import _CHUNK, _temporary, _verified_sha, _verify, _write_note
+from remora.models.local.model_files import (
+    CHUNK,
+    temporary_file,
+    verified_sha,
+    verify_sha,
+    write_note,
+)
 from remora.protocol.messages import ModelError
 
 __all__ = [
@@ -177,10 +183,10 @@ def find_models(
         key=lambda p: (p.name != filename, p.name),
     )
     for path in own:
-        yield _resolved(path, "remora-models", _verified_sha(path))
+        yield _resolved(path, "remora-models", verified_sha(path))
     stand_in = _stand_in_target(folder)
-    if stand_in is not None and _verified_sha(stand_in) is not None:
-        yield _resolved(stand_in, "pypi-package", _verified_sha(stand_in), stand_in=True)
+    if stand_in is not None and verified_sha(stand_in) is not None:
+        yield _resolved(stand_in, "pypi-package", verified_sha(stand_in), stand_in=True)
 
 
 def _hub_ggufs(hub: Path, repo: str, filename: str) -> list[Path]:
@@ -236,14 +242,14 @@ def _assemble_stand_in(folder: Path) -> ResolvedModel:
     package = _stand_in()
     target = folder / str(package.MODEL_NAME)
     expected = str(package.EXPECTED_SHA256)
-    if _verified_sha(target) == expected or (target.is_file() and _verify(target, expected)):
+    if verified_sha(target) == expected or (target.is_file() and verify_sha(target, expected)):
         return _resolved(target, "pypi-package", expected, stand_in=True)
     folder.mkdir(parents=True, exist_ok=True)
-    with _temporary(folder, target.name) as (handle, temporary):
+    with temporary_file(folder, target.name) as (handle, temporary):
         digest = hashlib.sha256()
         for chunk in package.chunk_paths():
             with Path(chunk).open("rb") as part:
-                while block := part.read(_CHUNK):
+                while block := part.read(CHUNK):
                     digest.update(block)
                     handle.write(block)
         handle.close()
@@ -253,7 +259,7 @@ def _assemble_stand_in(folder: Path) -> ResolvedModel:
                 f"the expected {expected}; reinstall the package"
             )
         os.replace(temporary, target)
-    _write_note(target, expected)
+    write_note(target, expected)
     return _resolved(target, "pypi-package", expected, stand_in=True)
 
 

@@ -13,33 +13,33 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from remora.models.local.decoder import _EVAL_CHUNK, _Slot, _Use
+from remora.models.local.decoder import EVAL_CHUNK, Slot, Use
 from remora.protocol.messages import ModelError
 
-_USES: tuple[_Use, ...] = ("chat", "text")
+_USES: tuple[Use, ...] = ("chat", "text")
 
 
-class _Contexts:
+class Contexts:
     """The idle contexts, by use. Chat prompts and text completions keep separate KV caches, so
     a job's completions do not evict the agent's shared chat prefix (system prompt, tool
     declarations, examples), and a request gets the idle context where it costs least (`cost`):
     jobs taking turns do not evict each other's conversation or code."""
 
     def __init__(self) -> None:
-        self._idle: dict[_Use, list[_Slot]] = {use: [] for use in _USES}
+        self._idle: dict[Use, list[Slot]] = {use: [] for use in _USES}
         self._count = 0
         self._uses = 0
         self._changed = threading.Condition()
 
-    def add(self, use: _Use, slot: _Slot) -> None:
+    def add(self, use: Use, slot: Slot) -> None:
         slot.use = use
         with self._changed:
             self._idle[use].append(slot)
             self._count += 1
 
     def take(
-        self, use: _Use, prompt_text: str, new_tokens: int, adapter: str | None = None
-    ) -> tuple[_Slot, list[int]]:
+        self, use: Use, prompt_text: str, new_tokens: int, adapter: str | None = None
+    ) -> tuple[Slot, list[int]]:
         """An idle context for `prompt_text` followed by `new_tokens` generated tokens (all
         the rows' of a drafts request), and the prompt's tokens."""
         with self._changed:
@@ -59,12 +59,12 @@ class _Contexts:
             best.used = self._uses
             return best, prompt
 
-    def give_back(self, slot: _Slot) -> None:
+    def give_back(self, slot: Slot) -> None:
         with self._changed:
             self._idle[slot.use].append(slot)
             self._changed.notify_all()
 
-    def take_all(self) -> list[_Slot]:
+    def take_all(self) -> list[Slot]:
         """Every context, once the generations in flight have given theirs back."""
         with self._changed:
             self._changed.wait_for(lambda: sum(map(len, self._idle.values())) == self._count)
@@ -80,7 +80,7 @@ REASKS = 2
 sampled): how often overwritten tokens would be evaluated again."""
 
 
-def cost(slot: _Slot, prompt: list[int], adapter: str | None, latest: bool) -> int:
+def cost(slot: Slot, prompt: list[int], adapter: str | None, latest: bool) -> int:
     """What answering `prompt` in `slot` costs in prompt tokens: those evaluated, plus, in the
     context the latest request used (which holds the prompt of the other job in flight, the
     next to ask again), those of its held prompt that would be overwritten, once for each
@@ -90,7 +90,7 @@ def cost(slot: _Slot, prompt: list[int], adapter: str | None, latest: bool) -> i
     imports, a class's constructor) both pick the context holding the other's prompt and
     overwrite it: every completion of both evaluates its own part again, while the other
     context holds a finished job's prompt. Ties go to the context used least recently."""
-    reused = slot.reusable(prompt, adapter) // _EVAL_CHUNK * _EVAL_CHUNK
+    reused = slot.reusable(prompt, adapter) // EVAL_CHUNK * EVAL_CHUNK
     lost = max(0, slot.held() - reused) if latest else 0
     return len(prompt) - reused + REASKS * lost
 
@@ -103,7 +103,7 @@ class _Waiting:
     cancelled: bool = field(compare=False, default=False)
 
 
-class _TurnOrder:
+class TurnOrder:
     """Hands the slots to waiting requests, the conversation furthest along first (ties: first
     come, first served).
 

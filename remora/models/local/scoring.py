@@ -21,51 +21,55 @@ import anyio.from_thread
 import anyio.to_thread
 
 from remora.findings.results import Usage
-from remora.models.local.decoder import _EVAL_CHUNK, _Slot
+from remora.models.local.decoder import EVAL_CHUNK, Slot
+from remora.models.local.scheduler import Contexts, TurnOrder
 from remora.models.local.usage import EngineStats
 from remora.protocol.completion import Completion, CompletionRequest
 from remora.protocol.messages import ModelError
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from remora.models.local.model import LocalChatModel
 else:
     from remora.models.local.binding import np
 
 
-async def score_text(engine: LocalChatModel, model: str, request: CompletionRequest) -> Completion:
-    """`request.score`'s log-probability after `request.prompt` (both after `<bos>`)."""
+async def score_text(
+    order: TurnOrder,
+    contexts: Contexts,
+    limiter: anyio.CapacityLimiter,
+    adapter: str | None,
+    request: CompletionRequest,
+) -> tuple[Completion, EngineStats]:
+    """`request.score`'s log-probability after `request.prompt` (both after `<bos>`), on one
+    of the loaded engine's `contexts` in its turn, and what that cost."""
     assert request.score is not None
-    await engine.load()
     context = "<bos>" + request.prompt
-    async with engine._order.turn(0):
+    async with order.turn(0):
         started = time.perf_counter()
         total, count, prompt_tokens, evaluated = await anyio.to_thread.run_sync(
-            partial(_score_in_thread, engine, context, request.score, engine._adapter(model)),
-            limiter=engine._limiter,
+            partial(_score_in_thread, contexts, context, request.score, adapter),
+            limiter=limiter,
         )
         seconds = time.perf_counter() - started
-    engine.record(
-        EngineStats(
-            scored=1,
-            prompt_tokens=prompt_tokens,
-            prompt_tokens_evaluated=evaluated,
-            prompt_seconds=seconds,
-        )
+    stats = EngineStats(
+        scored=1,
+        prompt_tokens=prompt_tokens,
+        prompt_tokens_evaluated=evaluated,
+        prompt_seconds=seconds,
     )
-    return Completion(
+    completion = Completion(
         text="",
         logprob=total,
         scored_tokens=count,
         usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=0),
     )
+    return completion, stats
 
 
 def _score_in_thread(
-    engine: LocalChatModel, context: str, continuation: str, adapter: str | None
+    contexts: Contexts, context: str, continuation: str, adapter: str | None
 ) -> tuple[float, int, int, int]:
-    slot, whole = engine._contexts.take("text", context + continuation, 1, adapter)
+    slot, whole = contexts.take("text", context + continuation, 1, adapter)
     try:
         if len(whole) > slot.n_ctx:
             raise ModelError(
@@ -77,15 +81,15 @@ def _score_in_thread(
             (i for i, (a, b) in enumerate(zip(head, whole, strict=False)) if a != b), len(head)
         )
         start = max(1, min(start, len(whole)))
-        reused = min(slot.reusable(whole, adapter), start - 1) // _EVAL_CHUNK * _EVAL_CHUNK
+        reused = min(slot.reusable(whole, adapter), start - 1) // EVAL_CHUNK * EVAL_CHUNK
         total, count = score_tokens(slot, whole, start, anyio.from_thread.check_cancelled, adapter)
     finally:
-        engine._contexts.give_back(slot)
+        contexts.give_back(slot)
     return total, count, len(whole), len(whole) - reused
 
 
 def score_tokens(
-    slot: _Slot,
+    slot: Slot,
     tokens: list[int],
     start: int,
     check_cancelled: Callable[[], None] = lambda: None,
@@ -94,8 +98,8 @@ def score_tokens(
     """The sum of log P(tokens[i] | tokens[:i]) for i >= start, and how many were scored."""
     slot.apply_adapter(adapter)
     llm, llama = slot.llm, slot.llama
-    keep = slot.reusable(tokens, adapter) // _EVAL_CHUNK * _EVAL_CHUNK
-    keep = min(keep, (start - 1) // _EVAL_CHUNK * _EVAL_CHUNK)
+    keep = slot.reusable(tokens, adapter) // EVAL_CHUNK * EVAL_CHUNK
+    keep = min(keep, (start - 1) // EVAL_CHUNK * EVAL_CHUNK)
     memory = llama.llama_get_memory(llm.ctx)
     if keep > 0 and llama.llama_memory_seq_rm(memory, 0, keep, -1):
         llm.n_tokens = keep
@@ -105,9 +109,9 @@ def score_tokens(
         keep = 0
     slot._prompt_positions = keep
     total, count = 0.0, 0
-    for first in range(keep, len(tokens), _EVAL_CHUNK):
+    for first in range(keep, len(tokens), EVAL_CHUNK):
         check_cancelled()
-        chunk = tokens[first : first + _EVAL_CHUNK]
+        chunk = tokens[first : first + EVAL_CHUNK]
         wanted = [j for j in range(len(chunk)) if start - 1 <= first + j < len(tokens) - 1]
         batch = llm._batch
         batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=False)
@@ -127,7 +131,7 @@ def score_tokens(
     return min(total, 0.0), count
 
 
-def _row(slot: _Slot, index: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+def _row(slot: Slot, index: int) -> np.ndarray[Any, np.dtype[np.float32]]:
     pointer = slot.llama.llama_get_logits_ith(slot.llm.ctx, index)
     row: np.ndarray[Any, np.dtype[np.float32]] = np.ctypeslib.as_array(
         pointer, shape=(slot.n_vocab,)

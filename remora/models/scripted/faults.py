@@ -17,7 +17,7 @@ from remora.models.scripted.replies import (
     Reply,
     Rule,
     TextReply,
-    _check_reply,
+    check_reply,
 )
 
 FAULTS = (
@@ -61,7 +61,7 @@ class FaultInjector:
     async def __call__(self, body: dict[str, Any]) -> Reply:
         if self._random.random() >= self.rate:
             result = self.rule(body)
-            return _check_reply(await result if inspect.isawaitable(result) else result, "rule")
+            return check_reply(await result if inspect.isawaitable(result) else result, "rule")
         fault = self._random.choice(self.faults)
         self.injected[fault] += 1
         return self.fault_reply(fault)

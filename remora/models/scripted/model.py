@@ -12,7 +12,7 @@ from typing import Any
 
 from remora.models.http.chat_stream import EventSplitter, StreamedReply
 from remora.models.http.openai_client import chat_body, completion_body
-from remora.models.scripted.replies import Reply, Rule, _Response
+from remora.models.scripted.replies import Reply, Response, Rule
 from remora.models.scripted.server import DEFAULT_MODEL, ScriptedModelServer
 from remora.protocol.completion import Completion, CompletionRequest, parse_completion
 from remora.protocol.messages import (
@@ -75,7 +75,7 @@ class ScriptedModel:
         return None
 
 
-def _streamed(response: _Response) -> bool:
+def _streamed(response: Response) -> bool:
     return any(
         name.lower() == "content-type" and value.startswith("text/event-stream")
         for name, value in response.headers
@@ -91,7 +91,7 @@ def _fold(body: bytes, request: ChatRequest) -> object:
     return reply.body()
 
 
-def _json_of(response: _Response) -> object:
+def _json_of(response: Response) -> object:
     """The reply's JSON, or the ModelError the HTTP client would end with (without retries)."""
     try:
         data = json.loads(response.body)

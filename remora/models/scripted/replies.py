@@ -151,7 +151,7 @@ def http_error(
     status: int, message: str | None = None, headers: Mapping[str, str] | None = None
 ) -> Reply:
     """Reply with an error status, e.g. ``http_error(429, headers={"Retry-After": "1"})``."""
-    return HttpErrorReply(status, message or _phrase(status), _headers(headers))
+    return HttpErrorReply(status, message or status_phrase(status), _headers(headers))
 
 
 def raw(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> Reply:
@@ -314,27 +314,27 @@ class CallEveryTool:
         return tool_call(name, generated if isinstance(generated, dict) else {})
 
 
-def _phrase(status: int) -> str:
+def status_phrase(status: int) -> str:
     try:
         return HTTPStatus(status).phrase
     except ValueError:
         return f"HTTP {status}"
 
 
-def _check_reply(item: object, what: str) -> Reply:
+def check_reply(item: object, what: str) -> Reply:
     if not isinstance(item, Reply):
         raise TypeError(f"{what} is not a reply: {item!r}")
     return item
 
 
 def _error_body(status: int, message: str) -> bytes:
-    code = _phrase(status).lower().replace(" ", "_").replace("-", "_")
+    code = status_phrase(status).lower().replace(" ", "_").replace("-", "_")
     kind = "server_error" if status >= 500 else "invalid_request_error"
     return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
 
 
 @dataclass(slots=True)
-class _Response:
+class Response:
     """`events`: a stream's events, each sent after its wait (s); `body` holds them all too."""
 
     status: int
@@ -343,17 +343,17 @@ class _Response:
     events: list[tuple[float, bytes]] | None = None
 
 
-def _json_response(status: int, payload: JSON) -> _Response:
-    return _Response(status, json.dumps(payload).encode(), [("Content-Type", "application/json")])
+def json_response(status: int, payload: JSON) -> Response:
+    return Response(status, json.dumps(payload).encode(), [("Content-Type", "application/json")])
 
 
-def _error_response(status: int, message: str, headers: Headers = ()) -> _Response:
-    return _Response(
+def error_response(status: int, message: str, headers: Headers = ()) -> Response:
+    return Response(
         status, _error_body(status, message), [("Content-Type", "application/json"), *headers]
     )
 
 
-def completion_response(body: dict[str, Any], text: str, completion_id: str) -> _Response:
+def completion_response(body: dict[str, Any], text: str, completion_id: str) -> Response:
     """A text_completion reply continuing `body["prompt"]` with `text`, cut at the first of
     `body["stop"]` as a server does (the client cuts again:
     remora.protocol.completion.cut_at_stop; this module imports nothing of Remora's)."""
@@ -373,10 +373,10 @@ def completion_response(body: dict[str, Any], text: str, completion_id: str) -> 
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
-    return _json_response(200, payload)
+    return json_response(200, payload)
 
 
-def metrics_response(waiting: int, running: int) -> _Response:
+def metrics_response(waiting: int, running: int) -> Response:
     """GET /metrics as vLLM answers it (Prometheus text), with the two gauges of its queue."""
     labels = f'{{engine="0",model_name="{DEFAULT_MODEL}"}}'
     body = (
@@ -385,12 +385,12 @@ def metrics_response(waiting: int, running: int) -> _Response:
         "# TYPE vllm:num_requests_waiting gauge\n"
         f"vllm:num_requests_waiting{labels} {float(waiting)}\n"
     )
-    return _Response(200, body.encode(), [("Content-Type", "text/plain; version=0.0.4")])
+    return Response(200, body.encode(), [("Content-Type", "text/plain; version=0.0.4")])
 
 
-def models_response(models: list[str]) -> _Response:
+def models_response(models: list[str]) -> Response:
     """GET /v1/models: the served models."""
     data = [
         {"id": m, "object": "model", "created": 0, "owned_by": "remora-scripted"} for m in models
     ]
-    return _json_response(200, {"object": "list", "data": data})
+    return json_response(200, {"object": "list", "data": data})

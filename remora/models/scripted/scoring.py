@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from remora.models.scripted.replies import DEFAULT_MODEL, _json_response, _Response
+from remora.models.scripted.replies import DEFAULT_MODEL, Response, json_response
 
 
-def score_response(body: dict[str, Any], logprob: float, completion_id: str) -> _Response:
+def score_response(body: dict[str, Any], logprob: float, completion_id: str) -> Response:
     """A reply to an `echo` request with `logprobs`, as vLLM gives it: the prompt's tokens
     (here: words with their trailing space) each with `logprob` (the first: None, as it has
     no context), then one generated token."""
@@ -39,4 +39,4 @@ def score_response(body: dict[str, Any], logprob: float, completion_id: str) -> 
         "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1,
                   "total_tokens": len(tokens) + 1},
     }  # fmt: skip
-    return _json_response(200, payload)
+    return json_response(200, payload)

@@ -33,21 +33,21 @@ from remora.models.scripted.replies import (
     PacedReply,
     RawReply,
     Reply,
+    Response,
     Rule,
     TextReply,
     ToolCall,
     ToolCallsReply,
-    _check_reply,
-    _error_response,
-    _phrase,
-    _Response,
     arguments_from_schema,
+    check_reply,
     completion_response,
+    error_response,
     http_error,
     metrics_response,
     models_response,
     paced,
     raw,
+    status_phrase,
     text,
     tool_call,
     tool_calls,
@@ -197,7 +197,7 @@ class ScriptedModelServer:
                 received = await self._receive_request(conn, stream)
             except h11.RemoteProtocolError as exc:
                 if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await self._send(conn, stream, _error_response(exc.error_status_hint, str(exc)))
+                    await self._send(conn, stream, error_response(exc.error_status_hint, str(exc)))
                 return
             if received is None:
                 return
@@ -244,14 +244,14 @@ class ScriptedModelServer:
         if data:
             await stream.send(data)
 
-    async def _send(self, conn: h11.Connection, stream: ByteStream, response: _Response) -> None:
+    async def _send(self, conn: h11.Connection, stream: ByteStream, response: Response) -> None:
         names = {name.lower() for name, _ in response.headers}
         headers = list(response.headers)
         if "content-type" not in names:
             headers.append(("Content-Type", "application/json"))
         if response.events is None and not names & {"content-length", "transfer-encoding"}:
             headers.append(("Content-Length", str(len(response.body))))
-        reason = _phrase(response.status).encode()
+        reason = status_phrase(response.status).encode()
         await self._write(
             conn, stream, h11.Response(status_code=response.status, headers=headers, reason=reason)
         )
@@ -263,7 +263,7 @@ class ScriptedModelServer:
                 await self._write(conn, stream, h11.Data(data=data))
         await self._write(conn, stream, h11.EndOfMessage())
 
-    async def _dispatch(self, request: h11.Request, body: bytes) -> _Response:
+    async def _dispatch(self, request: h11.Request, body: bytes) -> Response:
         method = request.method.decode("ascii", "replace").upper()
         path = request.target.decode("ascii", "replace").split("?", 1)[0].rstrip("/")
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
@@ -277,25 +277,25 @@ class ScriptedModelServer:
         if method == "GET" and path in ("/v1/models", "/models"):
             self.model_list_requests += 1
             return models_response(self.models)
-        return _error_response(404, f"no route for {method} {path or '/'}")
+        return error_response(404, f"no route for {method} {path or '/'}")
 
     # -- text completions
 
-    def answer_completion(self, raw_body: bytes) -> _Response:
+    def answer_completion(self, raw_body: bytes) -> Response:
         """POST /v1/completions, over HTTP or in process (`ScriptedModel`)."""
         try:
             body = json.loads(raw_body)
         except ValueError as exc:
-            return _error_response(400, f"request body is not valid JSON: {exc}")
+            return error_response(400, f"request body is not valid JSON: {exc}")
         if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
-            return _error_response(400, "request body must be an object with a 'prompt' string")
+            return error_response(400, "request body must be an object with a 'prompt' string")
         self.completion_requests.append(body)
         try:
             text = self.completion(body)
         except Exception as exc:
-            return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
+            return error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
         if isinstance(text, HttpErrorReply):
-            return _error_response(text.status, text.message, text.headers)
+            return error_response(text.status, text.message, text.headers)
         if body.get("echo"):
             value = text if isinstance(text, int | float) else -1.0
             return score_response(body, float(value), f"cmpl-{next(self._completion_ids)}")
@@ -303,16 +303,16 @@ class ScriptedModelServer:
 
     # -- chat completions
 
-    async def answer_chat(self, raw_body: bytes) -> _Response:
+    async def answer_chat(self, raw_body: bytes) -> Response:
         """POST /v1/chat/completions, over HTTP or in process (`ScriptedModel`)."""
         try:
             body = json.loads(raw_body)
         except ValueError as exc:
-            return _error_response(400, f"request body is not valid JSON: {exc}")
+            return error_response(400, f"request body is not valid JSON: {exc}")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error_response(400, "request body must be an object with a 'messages' list")
+            return error_response(400, "request body must be an object with a 'messages' list")
         if (problem := request_problem(body)) is not None:
-            return _error_response(400, problem)
+            return error_response(400, problem)
 
         self.requests.append(body)
         try:
@@ -321,9 +321,9 @@ class ScriptedModelServer:
                 reply = self._next_script_item() if self._script is not None else None
                 await self._model_time()
                 if self._rule is not None:
-                    reply = _check_reply(await self._apply_rule(self._rule, body), "rule result")
+                    reply = check_reply(await self._apply_rule(self._rule, body), "rule result")
                 if reply is None:
-                    return _error_response(500, SCRIPT_EXHAUSTED)
+                    return error_response(500, SCRIPT_EXHAUSTED)
                 return await chat_response(
                     body,
                     reply,
@@ -332,7 +332,7 @@ class ScriptedModelServer:
                     model=self.models[0],
                 )
         except Exception as exc:
-            return _error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
+            return error_response(500, f"scripted model: {type(exc).__name__}: {exc}")
 
     async def _model_time(self) -> None:
         if self.capacity is None:
@@ -361,7 +361,7 @@ class ScriptedModelServer:
     def _next_script_item(self) -> Reply | None:
         assert self._script is not None
         item = next(self._script, None)
-        return None if item is None else _check_reply(item, "script item")
+        return None if item is None else check_reply(item, "script item")
 
     @staticmethod
     async def _apply_rule(rule: Rule, body: dict[str, Any]) -> object:

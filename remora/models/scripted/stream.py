@@ -28,11 +28,11 @@ from remora.models.scripted.replies import (
     PacedReply,
     RawReply,
     Reply,
+    Response,
     TextReply,
     ToolCallsReply,
-    _error_response,
-    _json_response,
-    _Response,
+    error_response,
+    json_response,
 )
 
 START_CALL = "<start_function_call>"
@@ -147,16 +147,16 @@ async def chat_response(
     call_ids: Iterator[int],
     completion_ids: Iterator[int],
     model: str,
-) -> _Response:
+) -> Response:
     """The answer to a chat request `body` (`model` unless it names one): errors and raw bytes
     as given, a reply whole or, when `body` asks, as the events of a stream."""
     if isinstance(reply, DelayedReply):
         await anyio.sleep(reply.seconds)
         reply = reply.reply
     if isinstance(reply, RawReply):
-        return _Response(reply.status, reply.body, list(reply.headers))
+        return Response(reply.status, reply.body, list(reply.headers))
     if isinstance(reply, HttpErrorReply):
-        return _error_response(reply.status, reply.message, reply.headers)
+        return error_response(reply.status, reply.message, reply.headers)
     pace, reply = (reply, reply.reply) if isinstance(reply, PacedReply) else (None, reply)
 
     calls = reply.calls if isinstance(reply, ToolCallsReply) else ()
@@ -176,7 +176,7 @@ async def chat_response(
     if body.get("stream"):
         events = _stream(body, head, deltas, finish_reason, counts)
         waits = _waits(pace, len(events))
-        response = _Response(200, b"".join(events), list(_SSE_HEADERS))
+        response = Response(200, b"".join(events), list(_SSE_HEADERS))
         response.events = list(zip(waits, events, strict=True))
         return response
     if pace is not None:  # the waits of the stream it would have been
@@ -194,7 +194,7 @@ async def chat_response(
     top = body.get("top_logprobs") or 0
     logprobs = {"content": [t.entry(top) for t in tokens]} if body.get("logprobs") else None
     choice = {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}
-    return _json_response(200, {**head, "choices": [choice], "usage": _usage(*counts)})
+    return json_response(200, {**head, "choices": [choice], "usage": _usage(*counts)})
 
 
 def _offered(body: dict[str, Any]) -> list[str]:

@@ -1,0 +1,1 @@
+"""The lint agent: its definition (agent.yaml), tool scripts (tools/) and host library."""
