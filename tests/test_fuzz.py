@@ -19,7 +19,7 @@ from remora.discovery.discover import discover_nodes
 from remora.edits.workspace import Workspace
 from remora.errors import UserInputError
 from remora.jobs.profiles import PROFILES
-from remora.jobs.runner import BadCall, FunctionGemmaRunner
+from remora.jobs.runner import BadCall, JobRunner
 from remora.protocol import functiongemma as fg
 from remora.protocol.messages import ToolCall
 from remora.sandbox.commands import CommandRunner
@@ -55,10 +55,10 @@ def test_parser_takes_bounded_time_on_pathological_output(text: str) -> None:
 
 
 @pytest.fixture
-def runner(probe_agent: Path, project: Path) -> FunctionGemmaRunner:
+def runner(probe_agent: Path, project: Path) -> JobRunner:
     agent = load_agent(probe_agent, model="m")
     node = discover_nodes([project], root=project).nodes[0]
-    return FunctionGemmaRunner(
+    return JobRunner(
         agent,
         node,
         model=None,  # type: ignore[arg-type]  # validation never calls the model
@@ -89,7 +89,7 @@ JSONISH = st.recursive(
     ),
 )
 def test_argument_validation_only_ever_says_bad_call(
-    runner: FunctionGemmaRunner, name: str, raw: str
+    runner: JobRunner, name: str, raw: str
 ) -> None:
     runner.seen_calls.clear()
     offered = {"find_todos", "replace_text", "submit_result"}

@@ -27,7 +27,7 @@ from remora.discovery.discover import discover_nodes
 from remora.edits.workspace import Workspace
 from remora.findings.results import ErrorCode, JobResult, JobStatus
 from remora.jobs.profiles import PROFILES
-from remora.jobs.runner import FunctionGemmaRunner
+from remora.jobs.runner import JobRunner
 from remora.models.scripted.replies import http_error
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.protocol.messages import ChatRequest, ModelReply, PromptTooLong
@@ -238,7 +238,7 @@ async def run_with(agent: Agent, root: Path, qualified_name: str) -> JobResult:
     found = discover_nodes([root], root=root)
     node = next(n for n in found.nodes if n.qualified_name == qualified_name)
     async with ToolSandbox() as sandbox:
-        return await FunctionGemmaRunner(
+        return await JobRunner(
             agent,
             node,
             model=TooLongForTheContext(),

@@ -32,7 +32,7 @@ from remora.discovery.nodes import Node
 from remora.edits.workspace import Workspace
 from remora.findings.results import JobResult, JobStatus
 from remora.jobs.profiles import PROFILES
-from remora.jobs.runner import FunctionGemmaRunner
+from remora.jobs.runner import JobRunner
 from remora.models.local import resolve
 from remora.models.local.model import TEXT_N_CTX, LocalChatModel
 from remora.models.local.pull import PullError, pull_functiongemma
@@ -740,7 +740,7 @@ async def test_lint_job_on_the_demo_with_the_runner(
 ) -> None:
     async def lint(node: Node, agent: Agent = lint_agent) -> JobResult:
         async with ToolSandbox() as sandbox:
-            return await FunctionGemmaRunner(
+            return await JobRunner(
                 agent,
                 node,
                 model=engine,

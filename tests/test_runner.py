@@ -17,7 +17,7 @@ from remora.edits.workspace import Workspace
 from remora.events import JobEvents
 from remora.findings.results import JobResult
 from remora.jobs.profiles import PROFILES
-from remora.jobs.runner import FINAL_REMINDER, REMINDER, FunctionGemmaRunner
+from remora.jobs.runner import FINAL_REMINDER, REMINDER, JobRunner
 from remora.models.http.openai_client import OpenAIChatModel
 from remora.models.scripted.model import ScriptedModel
 from remora.models.scripted.server import (
@@ -69,7 +69,7 @@ async def run_job(
     **runner: Any,
 ) -> tuple[JobResult, list[dict[str, Any]]]:
     model = ScriptedModel(script, rule=rule)
-    result = await FunctionGemmaRunner(
+    result = await JobRunner(
         agent,
         node,
         model=model,
@@ -315,7 +315,7 @@ async def test_job_time_limit(
 
     with Server(script=[SUBMIT], latency=2.0) as server:
         model = OpenAIChatModel(ServerSettings(base_url=server.base_url, retries=0, timeout=5))
-        result = await FunctionGemmaRunner(
+        result = await JobRunner(
             agent,
             node,
             model=model,

@@ -7,15 +7,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
 
 import anyio
 import anyio.to_thread
 
 from remora.agents.definition import Agent
+from remora.analysis.request import AnalysisHooks
 from remora.config.loading import LoadedSettings
 from remora.config.settings import ModelProfileName, RemoraSettings
 from remora.errors import RunFailed, UserInputError
+from remora.findings.results import EngineUsage
+from remora.models.http.adaptive import adapted
 from remora.models.http.engine import server_model
 from remora.models.http.openai_client import SERVER_DOCS
 from remora.models.http.router import Replica, ReplicaRouter
@@ -58,17 +60,9 @@ def choose_engine(loaded: LoadedSettings) -> EngineChoice:
     return EngineChoice(effective, model, resolved.identity, resolved.description)
 
 
-class ModelOpener(Protocol):
-    """`opened_model`, or a caller's wrapper of it."""
-
-    def __call__(
-        self,
-        choice: EngineChoice,
-        agents: Sequence[Agent],
-        *,
-        say: Callable[[str], None],
-        warn: Callable[[str], None],
-    ) -> AbstractAsyncContextManager[ChatModel]: ...
+ModelHold = Callable[[], AbstractAsyncContextManager[object]]
+"""What a caller holds while the run's model is open (the language server: one run at a time
+holds the model); entered before the model opens, left after it closes."""
 
 
 @asynccontextmanager
@@ -138,6 +132,39 @@ async def _use_adapters(
         model.use_adapters, {name: adapter.gguf for name, adapter in adapters.items()}
     )
     say("adapters: " + ", ".join(f"{a.name} ({a.folder})" for a in adapters.values()))
+
+
+class RunModel:
+    """The run's model, opened when the first job needs it (`open`, the orchestrator's
+    ModelOpener) inside the caller's `hold`; a server's is steered by the adaptive limiter.
+    `engine` is what the embedded engine did, once it has closed (None through a server)."""
+
+    def __init__(
+        self,
+        choice: EngineChoice,
+        agents: Sequence[Agent],
+        settings: RemoraSettings,
+        hooks: AnalysisHooks,
+        hold: ModelHold,
+        waiting: Callable[[], int],
+    ) -> None:
+        self.choice, self.agents, self.settings = choice, agents, settings
+        self.hooks, self.hold, self.waiting = hooks, hold, waiting
+        self.engine: EngineUsage | None = None
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[ChatModel]:
+        say, warn = self.hooks.say, self.hooks.warn
+        async with self.hold(), opened_model(self.choice, self.agents, say=say, warn=warn) as model:
+            self.hooks.started(self.waiting())
+            if self.choice.local is not None:  # the embedded engine schedules its own requests
+                try:
+                    yield model
+                finally:
+                    self.engine = model.usage() if isinstance(model, LocalChatModel) else None
+                return
+            async with adapted(model, self.settings) as steered:
+                yield steered
 
 
 async def check_served(

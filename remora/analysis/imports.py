@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from remora.agents.definition import Agent
@@ -83,3 +83,28 @@ def skipped(agent: Agent, node: Node, why: str) -> JobResult:
         status=JobStatus.SKIPPED,
         error=JobError(code=ErrorCode.PROJECT_NOT_IMPORTABLE, message=why),
     )
+
+
+def import_check(
+    jobs: Sequence[tuple[Agent, Node]],
+    root: Path,
+    commands: CommandSettings,
+    warn: Callable[[str], None],
+) -> dict[int, JobResult]:
+    """The import check, a stage of its own: the jobs (by index) skipped because their agent
+    imports the node's module and the module does not import in the project's Python (each
+    module said once, with how to fix it)."""
+    broken = unimportable(jobs, root, commands)
+    skip = {
+        index: skipped(agent, node, broken[node.file][1])
+        for index, (agent, node) in enumerate(jobs)
+        if agent.definition.requires.project_imports and node.file in broken
+    }
+    for module, error in sorted(set(broken.values())):
+        count = sum(1 for result in skip.values() if broken[result.node.file][0] == module)
+        warn(
+            f"{module} does not import in the project's Python {commands.python}: {error}; its "
+            f"{count} job{'s' if count != 1 else ''} that need it are skipped. Install the "
+            "project's dependencies in that environment, or set sandbox.commands.python"
+        )
+    return skip

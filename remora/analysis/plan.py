@@ -3,7 +3,6 @@ node x agent jobs and the shard of them this run takes."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,33 +29,23 @@ class Plan:
     jobs: list[Job]
 
 
-def project_root(paths: list[Path]) -> Path:
-    """The working directory, unless the paths lie elsewhere: then their common folder."""
-    cwd = Path.cwd().resolve()
-    resolved = [path.resolve() for path in paths]
-    if all(path.is_relative_to(cwd) for path in resolved):
-        return cwd
-    common = Path(os.path.commonpath(resolved))
-    return common if common.is_dir() else common.parent
-
-
 def discover(
-    paths: list[Path], cache: Path | None, warn: Callable[[str], None]
-) -> tuple[Discovery, Path]:
-    root = project_root(paths)
+    paths: list[Path], root: Path, cache: Path | None, warn: Callable[[str], None]
+) -> Discovery:
     try:
         found = discover_nodes(paths, root=root, cache_dir=cache)
     except DiscoveryError as exc:
         raise UserInputError(str(exc)) from exc
     for warning in found.warnings:
         warn(f"{warning.file}: {warning.message}")
-    return found, root
+    return found
 
 
 def make_plan(
     paths: list[Path],
     agents: list[Agent],
     *,
+    root: Path,
     cache: Path | None,
     diff_base: str | None,
     staged: bool,
@@ -66,7 +55,7 @@ def make_plan(
     warn: Callable[[str], None],
 ) -> Plan:
     started = time.perf_counter()
-    found, root = discover(paths, cache, warn)
+    found = discover(paths, root, cache, warn)
     events.emit(
         "discovery_done",
         files=len(found.files),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -42,6 +44,22 @@ class AnalyzeRequest:
     record: Path | None = None
     """Append every job's transcript to this folder (`AGENT.jsonl`); the cache is then neither
     read nor written, so every job runs and is recorded."""
+
+    @cached_property
+    def root(self) -> Path:
+        """The project root: what paths in results are relative to, where the project's
+        Python and configuration are looked for. Worked out once per request."""
+        return project_root(list(self.paths))
+
+
+def project_root(paths: list[Path]) -> Path:
+    """The working directory, unless the paths lie elsewhere: then their common folder."""
+    cwd = Path.cwd().resolve()
+    resolved = [path.resolve() for path in paths]
+    if all(path.is_relative_to(cwd) for path in resolved):
+        return cwd
+    common = Path(os.path.commonpath(resolved))
+    return common if common.is_dir() else common.parent
 
 
 def _ignore(_: object) -> None:

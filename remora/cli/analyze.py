@@ -10,7 +10,6 @@ from typing import Any
 
 import anyio
 
-from remora.analysis.plan import project_root
 from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest, Edits
 from remora.analysis.run import analyze
 from remora.analysis.shard import parse_shard
@@ -215,7 +214,7 @@ async def analyze_and_report(
 ) -> tuple[int, AnalyzeOutcome | None]:
     """One run, its report written; the exit code and the outcome (None when the run failed).
     A coroutine: `remora watch` awaits it in its own event loop."""
-    report = Report(options, root=project_root(list(request.paths)))
+    report = Report(options, root=request.root)
     try:
         outcome = await analyze(request, loaded, events=events, hooks=report.hooks())
     except RunFailed as exc:
@@ -223,6 +222,7 @@ async def analyze_and_report(
         return fail(str(exc)), None
     finally:
         report.stop_progress()
+    tell_edits(options, outcome)
     return exit_code(options, outcome), outcome
 
 
@@ -319,7 +319,22 @@ def suggested_edits(outcome: AnalyzeOutcome) -> tuple[list[Change], str]:
 
 
 def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
+    """ruff's contract for the outcome, with what --fix did (a conflict is something to look
+    at; a file that could not be written, an error) and --exit-zero, --exit-non-zero-on-fix."""
     code = outcome.summary.exit_code()
+    applied = outcome.applied
+    if applied is not None:
+        if applied.conflicts or (applied.applied and options.exit_non_zero_on_fix):
+            code = max(code, ExitCode.FINDINGS)
+        if applied.failed:
+            code = ExitCode.ERROR
+    if options.exit_zero and code == ExitCode.FINDINGS:
+        return ExitCode.OK
+    return code
+
+
+def tell_edits(options: ReportOptions, outcome: AnalyzeOutcome) -> None:
+    """On stderr: the files --fix wrote (or could not), else where edits not applied are."""
     applied = outcome.applied
     if applied is not None:
         for file in applied.applied:
@@ -328,12 +343,6 @@ def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
             warn(f"conflict: {conflict}")
         for failure in applied.failed:
             fail(f"could not write {failure}")
-        if applied.conflicts:
-            code = max(code, ExitCode.FINDINGS)
-        if applied.applied and options.exit_non_zero_on_fix:
-            code = max(code, ExitCode.FINDINGS)
-        if applied.failed:
-            code = ExitCode.ERROR
     elif outcome.changes and not options.diff and not says_next(options):
         # The report says "docstring written": written in the job's workspace, not in the file.
         files = len({change.file for change in outcome.changes})
@@ -342,9 +351,6 @@ def exit_code(options: ReportOptions, outcome: AnalyzeOutcome) -> int:
     suggested, count = suggested_edits(outcome)
     if suggested and not options.diff and not says_next(options):
         say(f"{count} not made: --diff shows them")
-    if options.exit_zero and code == ExitCode.FINDINGS:
-        return ExitCode.OK
-    return code
 
 
 def says_next(options: ReportOptions) -> bool:

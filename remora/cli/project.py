@@ -13,6 +13,7 @@ from rich.table import Table
 
 from remora.agents.registry import agent_entries, describe_definition
 from remora.analysis.plan import discover
+from remora.analysis.request import project_root
 from remora.analysis.requirements import unmet
 from remora.cache.folder import cache_location, clean
 from remora.cli.console import fail, stderr, stdout_console, warn
@@ -73,7 +74,8 @@ def add_config(commands: Any) -> None:
 
 
 def run_nodes(args: argparse.Namespace) -> int:
-    found, root = discover(args.paths, None, warn)
+    root = project_root(args.paths)
+    found = discover(args.paths, root, None, warn)
     nodes = [shown_node(node, root) for node in found.nodes]
     if args.format == "json":
         sys.stdout.write(json.dumps([node.public_fields() for node in nodes], indent=2))

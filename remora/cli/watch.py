@@ -26,7 +26,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from rich.markup import escape
 from watchfiles import DefaultFilter, awatch
 
-from remora.analysis.plan import project_root
 from remora.analysis.request import AnalyzeOutcome, AnalyzeRequest
 from remora.cli.analyze import ReportOptions, analyze_and_report
 from remora.cli.console import fail, stderr
@@ -163,8 +162,8 @@ class Watcher:
         self.max_runs: int | None = args.max_runs
         self.loaded = loaded
         self.on_run = on_run
-        self.root = project_root(self.paths)
         self.request = AnalyzeRequest(paths=tuple(self.paths), agents=agent_names(args.agents))
+        self.root = self.request.root
         self.options = ReportOptions(output_format=args.output_format)
         self.sink = Events.to_target(args.events)
         self.runs = 0

@@ -7,7 +7,7 @@ diagnostics are published at once."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,14 +16,11 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from remora.agents.definition import Agent
-from remora.analysis.engine import EngineChoice, opened_model
 from remora.analysis.request import AnalysisHooks, AnalyzeRequest
 from remora.analysis.run import analyze
 from remora.config.loading import load_settings
 from remora.errors import RunFailed, UserInputError
 from remora.findings.results import JobResult, JobStatus
-from remora.protocol.messages import ChatModel
 
 log = logging.getLogger("remora.editor")
 
@@ -126,23 +123,17 @@ class FileRuns:
                 self._show(path, state, fresh, text, nodes)
 
         @asynccontextmanager
-        async def model(
-            choice: EngineChoice,
-            agents: Sequence[Agent],
-            *,
-            say: Callable[[str], None],
-            warn: Callable[[str], None],
-        ) -> AsyncIterator[ChatModel]:
+        async def holding_model() -> AsyncIterator[None]:
             # Every cache answer is in: show them before the model loads (seconds, locally).
             self._show(path, state, fresh, text, nodes)
             progress.start()
-            async with self._model_lock, opened_model(choice, agents, say=say, warn=warn) as m:
-                yield m
+            async with self._model_lock:
+                yield
 
         hooks = AnalysisHooks(result=result, started=progress.jobs, say=log.info, warn=log.warning)
         request = AnalyzeRequest(paths=(path,), agents=o.agents, use_cache=cache, nodes=nodes)
         try:
-            await analyze(request, loaded, hooks=hooks, open_model=model)
+            await analyze(request, loaded, hooks=hooks, hold_model=holding_model)
         finally:
             progress.end()
         self._show(path, state, fresh, text, nodes)

@@ -1,5 +1,6 @@
-"""How a job ends: the exceptions that end the runner's turn loop early, and the status the end
-gets from what the tools verified (never from the model's words)."""
+"""How a job ends: one family of exceptions that end the runner's turn loop early (`JobEnding`,
+caught once), and the status the end gets from what the tools verified (never from the model's
+words)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,48 @@ from typing import Any
 from remora.findings.results import ErrorCode, JobError, JobStatus
 
 
-class JobEnded(Exception):
-    """The agent stopped without a valid submit_result."""
+class JobEnding(Exception):
+    """The turn loop ends before a valid submit_result. `status` is FAILED (not done) unless
+    the environment or the server ended the job (ERROR); the status is settled from it and
+    what the tools verified (`JobEnd.settled`)."""
+
+    status = JobStatus.FAILED
+    not_asked = ""
+    """Why the model was not asked (a prompt too long for its context), if so."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.error = JobError(code=code, message=message)
 
 
-class ToolFault(Exception):
+class JobEnded(JobEnding):
+    """The agent stopped without a valid submit_result: the turn limit, unusable replies, the
+    time limit, or the model unsure below the agent's confidence threshold."""
+
+
+class ToolFault(JobEnding):
     """The environment failed a tool (a program missing, a timeout, a crashed sandbox): nothing
     the model can repair, so the job ends as an error instead of going back to the model."""
 
+    status = JobStatus.ERROR
+
     def __init__(self, error: JobError) -> None:
-        super().__init__(error.message)
-        self.error = error
+        super().__init__(error.code, error.message)
+
+
+class ModelFailed(JobEnding):
+    """The model server (or engine) failed a request: the job's error."""
+
+    status = JobStatus.ERROR
+
+
+class NotAsked(JobEnding):
+    """A prompt too long for the model's context: that request refused, not made. A refusal,
+    not an error: the job's verified work stays."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.NOT_DONE, message)
+        self.not_asked = message
 
 
 def not_done_message(

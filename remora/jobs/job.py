@@ -15,7 +15,7 @@ from remora.edits.workspace import Workspace
 from remora.events import JobEvents
 from remora.findings.results import ErrorCode, JobError, JobResult, JobStatus
 from remora.jobs.profiles import resolve_profile
-from remora.jobs.runner import FunctionGemmaRunner
+from remora.jobs.runner import JobRunner
 from remora.protocol.messages import ChatModel
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
@@ -55,7 +55,7 @@ async def run_job(
     workspace = Workspace(
         root, keep=options.keep_workspaces, copy_project=commands.confinement is None
     )
-    runner = FunctionGemmaRunner(
+    runner = JobRunner(
         agent,
         node,
         model=model,

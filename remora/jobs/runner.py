@@ -22,11 +22,19 @@ from remora.events import NO_EVENTS, JobEvents
 from remora.findings.results import ErrorCode, Finding, JobError, JobResult, JobStatus
 from remora.host.context import HostContext, injected_context
 from remora.host.library import job_functions
-from remora.jobs.endings import JobEnd, JobEnded, ToolFault, not_done_message
+from remora.jobs.endings import (
+    JobEnd,
+    JobEnded,
+    JobEnding,
+    ModelFailed,
+    NotAsked,
+    ToolFault,
+    not_done_message,
+)
 from remora.jobs.profiles import ModelProfile, call_grammar
 from remora.jobs.tool_calls import BadCall, check_call, model_content, record_findings
 from remora.jobs.transcripts import NO_RECORDING, TranscriptRecorder
-from remora.jobs.turn_reply import TurnReply, UnsureReply
+from remora.jobs.turn_reply import TurnReply
 from remora.protocol.completion import (
     Completion,
     CompletionModel,
@@ -52,7 +60,7 @@ REMINDER = "Reply with a function call: one of the tools, or submit_result when 
 FINAL_REMINDER = "This is the last turn: call submit_result now."
 
 
-class FunctionGemmaRunner:
+class JobRunner:
     def __init__(
         self,
         agent: Agent,
@@ -105,33 +113,20 @@ class FunctionGemmaRunner:
         `success` needs one of the agent's `done_when` outcomes, whoever ended the loop."""
         started = time.perf_counter()
         submitted: dict[str, Any] | None = None
-        status = JobStatus.FAILED
-        error: JobError | None
-        not_asked = ""
-        try:
-            with anyio.fail_after(self.settings.job_timeout):
+        with anyio.move_on_after(self.settings.job_timeout) as deadline:
+            try:
                 submitted = await self._turn_loop()
-            wanted, reason = self.agent.definition.done_when, self.final_reason
-            message = not_done_message(wanted, submitted, reason, self.refusals)
-            error = JobError(code=ErrorCode.NOT_DONE, message=message)
-        except JobEnded as ended:
-            error = ended.error
-        except TimeoutError:
+                wanted, reason = self.agent.definition.done_when, self.final_reason
+                message = not_done_message(wanted, submitted, reason, self.refusals)
+                ending: JobEnding = JobEnded(ErrorCode.NOT_DONE, message)
+            except JobEnding as ended:
+                ending = ended
+        if deadline.cancelled_caught:
             message = f"the job took longer than runner.job_timeout={self.settings.job_timeout}s"
-            error = JobError(code=ErrorCode.TIME_LIMIT, message=message)
-        except ToolFault as fault:
-            status, error = JobStatus.ERROR, fault.error
-        except PromptTooLong as too_long:  # a refusal, not an error: the verified work stays
-            self.turns -= 1  # the request was not made
-            not_asked = f"model not asked: {too_long}"
-            error = JobError(code=ErrorCode.NOT_DONE, message=not_asked)
-        except ModelError as exc:
-            status, error = JobStatus.ERROR, JobError(code=exc.code, message=exc.message)
-        except UnsureReply as unsure:
-            error = JobError(code=unsure.code, message=str(unsure))
+            ending = JobEnded(ErrorCode.TIME_LIMIT, message)
         writes, options = self.agent.definition.writes, self.agent.options
         suggested = scoped_suggestion(writes, options, self.node, self.workspace, self.suggested)
-        end = JobEnd(status, error, self.verified, not_asked)
+        end = JobEnd(ending.status, ending.error, self.verified, ending.not_asked)
         status, error, outcome, summary = end.settled(
             suggested=self.final_words if suggested else "", not_possible=self.not_possible
         )
@@ -220,6 +215,15 @@ class FunctionGemmaRunner:
                 break
 
     async def _ask(self, tools: list[dict[str, Any]], tool_choice: ToolChoice) -> ModelReply:
+        try:
+            return await self._request(tools, tool_choice)
+        except PromptTooLong as too_long:
+            self.turns -= 1  # the request was not made
+            raise NotAsked(f"model not asked: {too_long}") from too_long
+        except ModelError as exc:
+            raise ModelFailed(exc.code, exc.message) from exc
+
+    async def _request(self, tools: list[dict[str, Any]], tool_choice: ToolChoice) -> ModelReply:
         return await self.replies.ask(
             ChatRequest(
                 model=self.agent.model,

@@ -13,18 +13,13 @@ from typing import Any
 from remora.config.settings import ConfidencePolicy, RunnerSettings
 from remora.events import JobEvents
 from remora.findings.results import ErrorCode, Usage
+from remora.jobs.endings import JobEnded
 from remora.protocol.confidence import call_confidence
 from remora.protocol.messages import ChatModel, ChatRequest, ModelReply, ReplyProgress
 
 PROGRESS_INTERVAL_S = 0.25
 """A call's growing arguments are reported at most this often per job (a new call at once)."""
 _PROGRESS_CHARS = 200
-
-
-class UnsureReply(Exception):
-    """The model's confidence stayed below the agent's threshold (`below: not_done`)."""
-
-    code = ErrorCode.LOW_CONFIDENCE
 
 
 class TurnReply:
@@ -46,7 +41,7 @@ class TurnReply:
         self.resamples = 0
 
     async def ask(self, request: ChatRequest, turn: int) -> ModelReply:
-        """The reply to keep for `turn`; `UnsureReply` when the agent ends unsure jobs."""
+        """The reply to keep for `turn`; JobEnded when the agent ends unsure jobs."""
         # Log-probabilities only where the model chooses a tool: a forced turn has no confidence
         # to measure, and they cost the server bandwidth and the embedded engine a pass over
         # the vocabulary per token.
@@ -61,9 +56,10 @@ class TurnReply:
         threshold = self.policy.threshold
         if confidence is not None and threshold is not None and confidence < threshold:
             if self.policy.below == "not_done":
-                raise UnsureReply(
+                raise JobEnded(
+                    ErrorCode.LOW_CONFIDENCE,
                     f"turn {turn}: the model chose {reply.tool_calls[0].name[:80]} with "
-                    f"confidence {confidence:.2f}, below confidence.threshold={threshold:g}"
+                    f"confidence {confidence:.2f}, below confidence.threshold={threshold:g}",
                 )
             for attempt in range(1, self.policy.resamples + 1):
                 seed = zlib.crc32(f"{self.seed_key}\0{turn}\0{attempt}".encode())

@@ -12,8 +12,7 @@ from typing import Literal
 
 from remora.agents.adapters import AdapterCard
 from remora.agents.registry import select_agents
-from remora.analysis.plan import project_root
-from remora.analysis.request import AnalysisHooks, AnalyzeRequest
+from remora.analysis.request import AnalysisHooks, AnalyzeRequest, project_root
 from remora.analysis.run import analyze
 from remora.config.loading import LoadedSettings
 from remora.config.settings import AgentSettings

@@ -2,7 +2,8 @@
 (check.py), what the code says (context.py), pydoclint's findings on it run in the OS sandbox
 (lint.py) and the edits they call for (fix.py), drafts ranked (rank.py), rendered (render.py),
 checked to change nothing but the docstring (source_compare.py), and their Examples sections
-(doctest_section.py)."""
+(doctest_section.py); the sentences a docstring lacks drafted by the job's model
+(drafting.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from remora.bundled_agents.docstring.library.doctest_section import (
     doctest_examples,
     examples_section,
 )
+from remora.bundled_agents.docstring.library.drafting import Drafter, Prompts, raises_sections
 from remora.bundled_agents.docstring.library.fix import fix_plan
 from remora.bundled_agents.docstring.library.lint import (
     IGNORED_WITHOUT_CONFIG,
@@ -38,6 +40,7 @@ from remora.bundled_agents.docstring.library.retrieval import nearest_examples
 from remora.bundled_agents.docstring.library.source_compare import compare_python
 from remora.findings.results import ErrorCode
 from remora.host.context import HostContext
+from remora.host.core import model_functions
 from remora.tool_library.module_paths import project_of, python_sources
 
 
@@ -96,11 +99,37 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
             "skip_reason": init_documented_in_class(source, int(line), options),
         }
 
+    async def lint_change(style: str, text: str, before: list[dict[str, Any]]) -> dict[str, Any]:
+        """pydoclint on the new text: the codes of `before` it no longer reports (fixed), and
+        the findings it reports that `before` did not have (new), on this definition."""
+        after = await docstring_lint(node.start_line, style, text)
+        old = [finding["rule"] for finding in before]
+        now = [finding["rule"] for finding in after["findings"]]
+        fixed = [code for code in old if code not in now]
+        new = [finding for finding in after["findings"] if finding["rule"] not in old]
+        return {"fixed": list(dict.fromkeys(fixed)), "new": new, "after": after}
+
     def docstring_examples(source: str, line: int, limit: int = 3) -> dict[str, Any]:
         project = project_of(node.file, host.file_exists)
         sources = python_sources(project, "", host.workspace.list_dir, host.project_text)
         sources.pop(node.file, None)
         return nearest_examples(source, line, sources, limit, path=node.file)
+
+    async def draft_docstring(
+        template: dict[str, Any],
+        needs: dict[str, Any],
+        check: dict[str, Any],
+        facts: dict[str, Any] | None,
+        found: dict[str, Any],
+        options: dict[str, Any],
+        source: str,
+    ) -> dict[str, Any]:
+        if facts is None:
+            raise ValueError("draft_docstring: no definition's facts (code_facts gave None)")
+        model = model_functions(host)
+        drafter = Drafter(model["complete_drafts"], model["score_text"], options)
+        prompts = Prompts(source, check, found["examples"], node.text, node.end_line)
+        return await drafter.fill(template, needs, check, facts, found, prompts)
 
     def docstring_finding(check: dict[str, Any]) -> dict[str, Any]:
         return findings.docstring_finding(check, node.qualified_name, node.type.value)
@@ -113,6 +142,8 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         "docstring_examples": docstring_examples,
         "docstring_finding": docstring_finding,
         "docstring_skip_reason": docstring_skip_reason,
+        "draft_docstring": draft_docstring,
+        "lint_change": lint_change,
         # Pure functions of their arguments.
         "fix_plan": fix_plan,
         "check_docstring": check_docstring,
@@ -125,4 +156,5 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         "summary_prompt": summary_prompt,
         "doctest_examples": doctest_examples,
         "examples_section": examples_section,
+        "raises_sections": raises_sections,
     }

@@ -124,3 +124,29 @@ def doctest_examples(
 
 def examples_section(examples: list[dict[str, str]], style: str) -> dict[str, str]:
     """The examples as a render_docstring section ({title, body}: `>>> call` then the value)."""
+
+async def draft_docstring(
+    template: dict[str, Any],
+    needs: dict[str, Any],
+    check: dict[str, Any],
+    facts: dict[str, Any] | None,
+    found: dict[str, Any],
+    options: dict[str, Any],
+    source: str,
+) -> dict[str, Any]:
+    """Draft every sentence `template` (check_docstring's or fix_plan's) lacks, as `needs`
+    says, with the job's own model, after `found` (docstring_examples) and from `facts`
+    (code_facts); `options`: temperatures, reviewer. Returns the filled template, problems
+    (none: all drafted), confidence (one per sentence), doubts (sentences with too few of
+    their words in the code) and drafted (the sentences the model wrote)."""
+
+def raises_sections(
+    facts: dict[str, Any] | None, check: dict[str, Any], template: dict[str, Any], width: int
+) -> list[dict[str, str]]:
+    """A new docstring's Raises section(s) from code_facts' raise sites, in the template's
+    style, wrapped at `width`; [] when the template has sections or the docstring exists."""
+
+async def lint_change(style: str, text: str, before: list[dict[str, Any]]) -> dict[str, Any]:
+    """docstring_lint on `text` as the node's file, compared with the findings `before` on
+    the node's definition: fixed (the codes of `before` it no longer reports), new (its
+    findings `before` did not have) and after (docstring_lint's whole answer)."""

@@ -47,14 +47,21 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
         if len(line) <= width or not original.strip():
             out.append(line.rstrip())
             continue
-        current = lead
-        for word in original.split():
-            if len(current) + len(word) > width and current.strip():
-                out.append(current.rstrip())
-                current = rest
-            current += word + " "
-        out.append(current.rstrip())
+        out += wrap_words(original, width, lead, rest).split("\n")
     return out
+
+
+def wrap_words(text: str, width: int, first: str, rest: str) -> str:
+    """`text` word-wrapped at `width` columns, the first line after `first`, the others after
+    `rest`; a word longer than the room after `first` stays on the first line."""
+    lines, current = [], first
+    for word in text.split():
+        if len(current) + len(word) > width and current.strip() and current != first:
+            lines.append(current.rstrip())
+            current = rest
+        current += word + " "
+    lines.append(current.rstrip())
+    return "\n".join(lines)
 
 
 def _groups(parts: dict[str, Any], default_title: str) -> list[tuple[str, list[dict[str, Any]]]]:
