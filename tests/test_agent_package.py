@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from remora.agents import installed
 from remora.agents.definition import load_agent
-from remora.agents.installed import installed_agents
+from remora.agents.installed import InstalledAgent, installed_agents
 from remora.config.settings import CommandSettings
 from remora.discovery.discover import discover_nodes
 from remora.edits.workspace import Workspace
@@ -197,3 +198,33 @@ def test_a_job_gets_exactly_the_host_functions_its_agent_declares(tmp_path: Path
     assert {"ruff_finding", "run_command"} <= set(functions)
     assert not {"explore_calls", "complete", "check_tests", "docstring_lint"} & set(functions)
     assert "explore_calls" in shared_functions(context)  # there, but not the lint agent's
+
+
+@pytest.mark.parametrize(
+    ("host", "stubs", "message"),
+    [
+        ("raise ImportError('no module named tomlkit')", True, "does not import: ImportError"),
+        ("def other(host):\n    return {}\n", True, "has no function host_functions(context)"),
+        (FILES[f"{PACKAGE}/host.py"], False, "comes without host_functions.pyi"),
+    ],
+)
+def test_a_broken_host_library_stops_the_run_at_load_naming_its_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str, stubs: bool, message: str
+) -> None:
+    """Once, when the agent is loaded, with the package and its distribution: not as an error
+    in each of its jobs."""
+    name = f"broken_{abs(hash((host, stubs)))}"  # a fresh module name: no import is cached
+    folder = tmp_path / "site" / name
+    for path, text in FILES.items():
+        if path.endswith("host_functions.pyi") and not stubs:
+            continue
+        target = folder / path.removeprefix(f"{PACKAGE}/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(host if path.endswith("host.py") else text)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    agent = InstalledAgent(name="greet", package=name, folder=folder, distribution="broken-dist")
+    monkeypatch.setattr(installed, "installed_agents", lambda: {"greet": agent})
+    with pytest.raises(UserInputError) as raised:
+        load_agent(folder / "agent.yaml", model="m")
+    assert str(raised.value).startswith(f"{name} (broken-dist): "), raised.value
+    assert message in str(raised.value)

@@ -303,7 +303,7 @@ def load_agent(
             )
     check_examples(definition.examples, definition.submit_result.inputs, document, by_name)
     installed = installed_agent_at(path)
-    host_library = installed.host_library if installed else None
+    host_library = installed.checked_host_library() if installed else None
     stubs = installed.folder / HOST_STUBS_FILE if installed and host_library else None
     check_declarations(definition.host_functions, stubs, document)
     agent = Agent(

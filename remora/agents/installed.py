@@ -8,6 +8,7 @@ code: an agent named by a path in a configuration gets the shared host functions
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from functools import cache
 from importlib.metadata import entry_points
@@ -42,6 +43,29 @@ class InstalledAgent(BaseModel):
         ).is_file()
         return f"{self.package}.host" if own else None
 
+    def checked_host_library(self) -> str | None:
+        """`host_library`, imported once to check it: it imports, has `host_functions`, and
+        its stubs are there (what its functions are declared against). Its defects stop the
+        run at load, named, not each job."""
+        name = self.host_library
+        if name is None:
+            return None
+        where = f"{self.package} ({self.distribution})"
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:
+            raise UserInputError(
+                f"{where}: its host library {name} does not import: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not callable(getattr(module, "host_functions", None)):
+            raise UserInputError(f"{where}: {name} has no function host_functions(context)")
+        if not (self.folder / HOST_STUBS_FILE).is_file():
+            raise UserInputError(
+                f"{where}: {name} comes without {HOST_STUBS_FILE} beside agent.yaml, the stubs "
+                "its functions are declared and type-checked against"
+            )
+        return name
+
 
 @cache
 def installed_agents() -> dict[str, InstalledAgent]:
@@ -57,10 +81,16 @@ def installed_agents() -> dict[str, InstalledAgent]:
         try:
             spec = importlib.util.find_spec(point.value)
         except (ImportError, ValueError) as exc:
-            raise UserInputError(f"{where}: cannot find the agent's package: {exc}") from exc
+            raise UserInputError(
+                f"{where}: cannot find the agent's package ({exc}); uninstall "
+                f"{_distribution(point)} or fix its entry point"
+            ) from exc
         locations = list(spec.submodule_search_locations or []) if spec else []
         if not locations or not (Path(locations[0]) / DEFINITION_FILE).is_file():
-            raise UserInputError(f"{where}: not a package folder holding {DEFINITION_FILE}")
+            raise UserInputError(
+                f"{where}: not a package folder holding {DEFINITION_FILE}; uninstall "
+                f"{_distribution(point)} or fix its entry point"
+            )
         if point.name in found:
             first = found[point.name]
             raise UserInputError(
