@@ -734,6 +734,87 @@ def test_test_code_in_the_package_is_skipped_not_tested(
     assert not list((demo / "tests").glob("test_tests_*.py"))
 
 
+def test_tests_at_the_projects_top_count_as_existing_tests(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pytest finds test modules anywhere: a library's own `test_<name>.py` beside its package
+    (inflection ships `test_inflection.py` at its top) tests the function; no TST100, no file
+    written. A function no test module mentions still gets both."""
+    (demo / "test_inventory.py").write_text(
+        "from inventory.pricing import apply_discount\n\n\n"
+        "def test_discount():\n    assert apply_discount(10.0, 0.5) == 5.0\n"
+    )
+    _, report, _ = analyze("inventory/pricing.py", {}, capsys, "--fix")
+    results = by_function(report)
+    tested = results["apply_discount"]
+    assert (tested["status"], tested["outcome"]) == ("success", "tested"), tested
+    assert tested["summary"] == "tests exist: test_inventory.py"
+    assert not tested["findings"]
+    assert not list((demo / "tests").glob("test_pricing_apply_discount*.py"))
+    others = [job for name, job in results.items() if name != "apply_discount"]
+    assert others and all(job["outcome"] != "tested" for job in others), others
+
+
+def test_shared_tests_in_a_tests_package_and_a_classes_protocol_count_as_tests(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cachetools keeps its shared cache tests in `tests/__init__.py` (a mixin each test module
+    subclasses) and reaches `__getitem__` as `cache[key]`: every module of a tests folder is
+    test code, and a test naming the class tests its special methods. Neither gets TST100."""
+    (demo / "inventory" / "shelf.py").write_text(
+        "class Shelf:\n"
+        "    def __init__(self, items):\n        self.items = list(items)\n\n"
+        "    def __getitem__(self, index):\n        return self.items[index]\n\n"
+        "    def __len__(self):\n        return len(self.items)\n\n"
+        "    def first(self):\n        return self.items[0]\n\n"
+        "    def last(self):\n        return self.items[-1]\n"
+    )
+    (demo / "tests").mkdir(exist_ok=True)
+    (demo / "tests" / "__init__.py").write_text(
+        "class ShelfTests:\n    def test_first(self):\n        assert self.shelf.first() == 1\n"
+    )
+    (demo / "tests" / "test_shelf.py").write_text(
+        "from inventory.shelf import Shelf\nfrom tests import ShelfTests\n\n\n"
+        "class TestShelf(ShelfTests):\n    shelf = Shelf([1, 2])\n\n"
+        "    def test_index(self):\n        assert self.shelf[1] == 2\n"
+    )
+    _, report, _ = analyze("inventory/shelf.py", {}, capsys)
+    results = by_function(report)
+    for name in ("Shelf.first", "Shelf.__getitem__", "Shelf.__len__"):
+        job = results[name]
+        assert (job["status"], job["outcome"]) == ("success", "tested"), (name, job)
+        assert not job["findings"], (name, job)
+    untested = results["Shelf.last"]
+    assert untested["outcome"] != "tested"
+    assert [f["rule"] for f in untested["findings"]] == ["TST100"], untested
+
+
+def test_private_functions_and_classes_are_left_to_the_public_codes_tests(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """inflection's `_irregular` got a test file of its own pinning an IndexError: a private
+    helper (or any member of a private class) is reached through the public code that uses
+    it, as the docstring agent leaves it alone. Skipped with that reason; no TST100."""
+    (demo / "inventory" / "ledger.py").write_text(
+        "def _cents(price):\n    return round(price * 100)\n\n\n"
+        "class _Ledger:\n    def __len__(self):\n        return 0\n\n"
+        "    def total(self, prices):\n        return sum(_cents(p) for p in prices)\n\n\n"
+        "def total(prices: list) -> int:\n    return _Ledger().total(prices)\n"
+    )
+    _, report, _ = analyze("inventory/ledger.py", {}, capsys)
+    results = by_function(report)
+    for name, private in (
+        ("_cents", "_cents"),
+        ("_Ledger.__len__", "_Ledger"),
+        ("_Ledger.total", "_Ledger"),
+    ):
+        job = results[name]
+        assert (job["status"], job["outcome"]) == ("success", "skipped"), (name, job)
+        assert job["summary"].startswith(f"it is private (`{private}`"), job["summary"]
+        assert not job["findings"], job
+    assert results["total"]["outcome"] != "skipped", results["total"]
+
+
 def test_how_many_arguments_a_callable_parameter_is_called_with() -> None:
     source = (
         "from typing import Callable\n\n"
