@@ -813,6 +813,9 @@ def test_private_functions_and_classes_are_left_to_the_public_codes_tests(
         assert job["summary"].startswith(f"it is private (`{private}`"), job["summary"]
         assert not job["findings"], job
     assert results["total"]["outcome"] != "skipped", results["total"]
+    option = "agents.test.options.include_private=true"
+    _, report, _ = analyze("inventory/ledger.py", {}, capsys, "-c", option)
+    assert by_function(report)["_cents"]["outcome"] != "skipped"
 
 
 def test_how_many_arguments_a_callable_parameter_is_called_with() -> None:
