@@ -228,3 +228,14 @@ def test_a_broken_host_library_stops_the_run_at_load_naming_its_package(
         load_agent(folder / "agent.yaml", model="m")
     assert str(raised.value).startswith(f"{name} (broken-dist): "), raised.value
     assert message in str(raised.value)
+
+
+def test_only_the_packages_own_definition_brings_its_host_library(tmp_path: Path) -> None:
+    """Another YAML in an installed agent's folder (or a path that resolves there) is not the
+    package's agent: it gets no host library of the package's."""
+    lint = installed_agents()["lint"]
+    assert installed.installed_agent_at(lint.definition) == lint
+    assert installed.installed_agent_at(lint.folder / "other.yaml") is None
+    link = tmp_path / "agent.yaml"
+    link.symlink_to(lint.definition)  # a project's path that resolves to the package's file
+    assert installed.installed_agent_at(link) == lint

@@ -107,9 +107,10 @@ def installed_agents() -> dict[str, InstalledAgent]:
 
 
 def installed_agent_at(definition: Path) -> InstalledAgent | None:
-    """The installed agent whose agent.yaml is `definition`, if any."""
-    folder = definition.resolve().parent
-    return next((a for a in installed_agents().values() if a.folder == folder), None)
+    """The installed agent whose agent.yaml is `definition`, if any: that file, not another
+    YAML in its folder (only the package's own definition brings its host library)."""
+    wanted = definition.resolve()
+    return next((a for a in installed_agents().values() if a.definition == wanted), None)
 
 
 def _distribution(point: object) -> str:

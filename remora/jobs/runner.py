@@ -215,6 +215,8 @@ class JobRunner:
                 break
 
     async def _ask(self, tools: list[dict[str, Any]], tool_choice: ToolChoice) -> ModelReply:
+        # The one place the turn loop asks the model: its errors become endings here. (A host
+        # function's completion that fails reaches its script as an exception, a tool result.)
         try:
             return await self._request(tools, tool_choice)
         except PromptTooLong as too_long:
