@@ -33,8 +33,6 @@ from remora.bundled_agents.docstring.library.lint import (
     read_report,
 )
 from remora.bundled_agents.docstring.library.parse import parse_docstring
-from remora.bundled_agents.docstring.library.prompt import summary_prompt
-from remora.bundled_agents.docstring.library.rank import rank_drafts
 from remora.bundled_agents.docstring.library.render import keep_layout, render_docstring
 from remora.bundled_agents.docstring.library.retrieval import nearest_examples
 from remora.bundled_agents.docstring.library.source_compare import compare_python
@@ -53,7 +51,7 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         """pydoclint on the node's file (or on `text` as that file), in the OS sandbox, with
         the project's configuration or Remora's defaults: the findings on the docstring of the
         definition starting on `line` (lint.py)."""
-        path = host.node.file
+        path = node.file
         source = host.workspace.read_text(path) if text is None else str(text)
         config: str | None = None
         table: dict[str, Any] | None = None
@@ -152,8 +150,6 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         "keep_layout": keep_layout,
         "compare_python": compare_python,
         "code_facts": code_facts,
-        "rank_drafts": rank_drafts,
-        "summary_prompt": summary_prompt,
         "doctest_examples": doctest_examples,
         "examples_section": examples_section,
         "raises_sections": raises_sections,

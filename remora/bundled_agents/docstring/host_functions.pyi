@@ -78,19 +78,6 @@ def docstring_examples(source: str, line: int, limit: int = 3) -> dict[str, Any]
     place, where}]}: the project's sentences for parameters of the same names), voice
     ("imperative", "third_person" or None), bundled (bool)."""
 
-def summary_prompt(
-    source: str,
-    check: dict[str, Any],
-    examples: list[dict[str, Any]],
-    code: str,
-    end_line: int,
-) -> dict[str, str]:
-    """The summary prompt for the definition `check` describes (check_docstring, no
-    docstring yet): head (the examples' texts, the code once, the header again and an opening
-    triple quote: what the model continues), examples, header, body (what the reviewer
-    scores). `code` is the node's text, `end_line` its last line. `remora train docstring
-    --from-code` renders the same text for documented code."""
-
 def code_facts(source: str, line: int) -> dict[str, Any] | None:
     """Facts about the class or function starting on `line`, or None: name, kind, owner,
     decorators, raises ([{name, description}]: the message, or "If ``condition``.", or ""),
@@ -98,23 +85,6 @@ def code_facts(source: str, line: int) -> dict[str, Any] | None:
     callees, raised exceptions, module and class docstrings), name_words, callees,
     parameters ({name: {annotation, default, kind, uses}}: uses such as "mapping",
     "sequence", "string", "number", "callable", "iterable", "separator"), return_annotation."""
-
-def rank_drafts(
-    drafts: list[str],
-    facts: dict[str, Any],
-    what: str = "summary",
-    examples: list[str] = [],
-    voice: str | None = None,
-    reviewer: list[float | None] = [],
-    project: list[str] = [],
-) -> list[dict[str, Any]]:
-    """The distinct drafts of one sentence, best first: {text, score (0-1), refused (why, or
-    None), grounding, agreement, reviewer, notes}. `what`: "summary", "parameter NAME",
-    "returns" or "yields". Refused: boilerplate openings, only restating the name, a copy of
-    an example summary, code, or (parameters, results) a contradiction of the annotation,
-    default or use in the body. Summaries in the third person are rewritten to the imperative
-    ("Returns X" -> "Return X") unless `voice` is "third_person". `project`: sentences the
-    project wrote for a parameter of this name, taken first when they contradict nothing."""
 
 def doctest_examples(
     tests: list[dict[str, Any]], function: str, limit: int = 2
