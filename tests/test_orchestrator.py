@@ -108,3 +108,54 @@ def test_ctrl_c_exits_130_and_writes_no_report(project: Path, probe_config: Path
     assert "Traceback" not in err
     assert out == ""
     assert not (project / "report.json").exists()
+
+
+def test_jobs_that_never_ask_the_model_run_beside_its_seats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--concurrency 1` bounds the jobs asking the model; lint jobs, which never do without
+    unsafe fixes, still run several at a time (the cores were idle two jobs at a time)."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    for i in range(12):
+        (package / f"m{i}.py").write_text("import os\n\n\ndef f():\n    return 1\n")
+    monkeypatch.chdir(tmp_path)
+    events = tmp_path / "events.jsonl"
+    with ScriptedModelServer(rule=CallEveryTool()) as server:
+        code = main(
+            [
+                "analyze", "pkg", "--agents", "lint", "--format", "json", "--no-cache",
+                "--concurrency", "1", "--events", str(events), "--base-url", server.base_url,
+            ]
+        )  # fmt: skip
+        asked = len(server.requests)
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1  # F401 in every file
+    assert report["summary"]["jobs"] == 12 and asked == 0
+    in_flight = peak = 0
+    for line in events.read_text().splitlines():
+        event = json.loads(line)["event"]
+        in_flight += {"job_started": 1, "job_finished": -1}.get(event, 0)
+        peak = max(peak, in_flight)
+    assert peak > 1
+
+
+def test_jobs_asking_the_model_hold_a_seat_each_to_their_end(
+    project: Path,
+    probe_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    many_functions(project, 6)
+    monkeypatch.chdir(project)
+    rule = CallEveryTool(arguments={"replace_text": {"old": "x", "new": "y"}})
+    with ScriptedModelServer(rule=rule, latency=0.05) as server:
+        code = main(
+            ["analyze", "pkg", "--format", "json", "--concurrency", "2", "--base-url",
+             server.base_url]
+        )  # fmt: skip
+        peak = server.max_in_flight
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert report["summary"]["success"] == report["summary"]["jobs"] == 7
+    assert peak == 2

@@ -361,14 +361,22 @@ async def test_a_sandbox_that_fails_at_run_time_is_an_environment_fault(
 
 
 async def test_workspace_directory_costs_what_the_job_touches(project: Path) -> None:
+    """On disk, only what the job touched; in the sandbox, the rest of the project through
+    links the command's tar brings, which stay out of what comes back."""
     for i in range(200):
-        (project / "pkg" / f"other_{i}.py").write_text("x = 1\n")
+        (project / "pkg" / f"other_{i}.py").write_text("import os\n")
     workspace = Workspace(project)
     workspace.write_text("pkg/shout.py", "changed\n")
+    runner = CommandRunner(CommandSettings())
     with workspace.command_directory() as directory:
-        real_files = [p for p in directory.rglob("*") if p.is_file() and not p.is_symlink()]
-        assert [p.relative_to(directory).as_posix() for p in real_files] == ["pkg/shout.py"]
-        assert (directory / "pkg" / "other_7.py").is_symlink()
+        on_disk = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*"))
+        assert on_disk == ["pkg", "pkg/shout.py"]
+        args = ["check", "--output-format", "json", "--exit-zero", "pkg/other_7.py"]
+        result = await runner.run("ruff", args, directory, project=workspace.root)
+        [problem] = json.loads(result["stdout"])
+        assert problem["code"] == "F401"
+        after = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*"))
+        assert after == on_disk
         assert (directory / "pkg" / "shout.py").read_text() == "changed\n"
     assert not directory.exists()
 

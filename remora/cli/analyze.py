@@ -122,7 +122,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--keep-workspaces",
         action="store_true",
-        help="keep each job's workspace directory (for debugging tools); paths in the report",
+        help="keep each job's last command directory (for debugging tools): the files the job "
+        "read or wrote and what its last command left; paths in the report",
     )
     parser.add_argument(
         "--record",

@@ -92,7 +92,11 @@ def server_flags() -> argparse.ArgumentParser:
     )
     flags.add_argument("--model", metavar="NAME", help="served model name")
     flags.add_argument(
-        "--concurrency", type=int, metavar="N", help="jobs in flight at once (default 64)"
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="jobs asking the model at once (default 64; the embedded engine: two per slot); "
+        "jobs that only run tools run beside them",
     )
     flags.add_argument(
         "--workers",

@@ -13,8 +13,6 @@ from remora.agents.registry import select_agents
 from remora.cli.console import fail, stderr
 from remora.cli.flags import agent_names, config_flags, load
 from remora.errors import ExitCode
-from remora.models.http.openai_client import SERVER_DOCS
-from remora.models.http.server_check import check_server, render_text
 from remora.models.local.pull import pull_functiongemma
 from remora.models.local.resolve import models_dir
 from remora.protocol.messages import ModelError
@@ -69,6 +67,10 @@ def run_pull(args: argparse.Namespace) -> int:
 
 
 def run_check_server(args: argparse.Namespace) -> int:
+    # Imported here: the server client (aiohttp) is not needed to start any other command.
+    from remora.models.http.openai_client import SERVER_DOCS
+    from remora.models.http.server_check import check_server, render_text
+
     loaded = load(args)
     server = loaded.settings.server
     if not server.base_urls:

@@ -15,7 +15,7 @@ from remora.edits.workspace import Workspace
 from remora.events import JobEvents
 from remora.findings.results import ErrorCode, JobError, JobResult, JobStatus
 from remora.jobs.profiles import resolve_profile
-from remora.jobs.runner import JobRunner
+from remora.jobs.runner import JobRunner, ModelSeat
 from remora.protocol.messages import ChatModel
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolSandbox
@@ -48,8 +48,11 @@ async def run_job(
     root: Path,
     options: JobOptions,
     events: JobEvents,
+    model_seat: ModelSeat | None = None,
 ) -> JobResult:
-    """One job in its own workspace, in this process or a worker's; a crash is its result."""
+    """One job in its own workspace, in this process or a worker's; a crash is its result.
+    `model_seat` is awaited before the job's first model request (the orchestrator's limit on
+    jobs asking the model at once)."""
     events.emit("job_started")
     profile = resolve_profile(settings.runner.model_profile, settings.server.model, agent.model)
     workspace = Workspace(
@@ -66,6 +69,7 @@ async def run_job(
         settings=settings.runner,
         events=events,
         record=options.record,
+        model_seat=model_seat,
     )
     try:
         result = await runner.run()

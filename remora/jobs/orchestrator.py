@@ -133,25 +133,48 @@ async def _run_here(
     events: Events,
     finish: Callable[[int, JobResult], None],
 ) -> None:
-    """The pending jobs in this process's event loop, `settings.concurrency` at a time."""
-    limiter = anyio.CapacityLimiter(settings.concurrency)
+    """The pending jobs in this process's event loop: `settings.concurrency` of them asking the
+    model at a time (a job takes its seat at its first request and keeps it to its end), and
+    beside them jobs that run only their tools, `2 x sandbox.commands.max_parallel` more.
+
+    Why two limits: the embedded engine serves two jobs per slot best (one generating while
+    the other runs its tools; more in flight only wait for its turns and evict each other's
+    prompts), but many jobs never ask it (a lint step without unsafe fixes, a docstring that is
+    current, a function with nothing to test), and held to that limit they ran two at a time
+    with the cores mostly idle: rich's lint step in 6.4 s against 4.5 s beside the seats."""
+    seats = anyio.CapacityLimiter(settings.concurrency)
+    at_once = settings.concurrency + 2 * settings.sandbox.commands.max_parallel
+    limiter = anyio.CapacityLimiter(at_once)
     commands = CommandRunner(settings.sandbox.commands)
 
-    async with ToolSandbox(pool_size(settings.concurrency)) as sandbox:
+    async with ToolSandbox(pool_size(at_once)) as sandbox:
 
         async def run_one(index: int, agent: Agent, node: Node) -> None:
+            borrower, seated = object(), False
+
+            async def take_seat() -> None:
+                nonlocal seated
+                if not seated:
+                    await seats.acquire_on_behalf_of(borrower)
+                    seated = True
+
             async with limiter:
-                result = await run_job(
-                    agent,
-                    node,
-                    model=model,
-                    sandbox=sandbox,
-                    commands=commands,
-                    settings=settings,
-                    root=root,
-                    options=options,
-                    events=events.for_job(job_id(agent, node), node.id, agent.name),
-                )
+                try:
+                    result = await run_job(
+                        agent,
+                        node,
+                        model=model,
+                        sandbox=sandbox,
+                        commands=commands,
+                        settings=settings,
+                        root=root,
+                        options=options,
+                        events=events.for_job(job_id(agent, node), node.id, agent.name),
+                        model_seat=take_seat,
+                    )
+                finally:
+                    if seated:
+                        seats.release_on_behalf_of(borrower)
             finish(index, result)
 
         async with anyio.create_task_group() as group:

@@ -5,6 +5,7 @@ prompt too long for the model's context (that request refused, the job's verifie
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -56,6 +57,9 @@ from remora.protocol.messages import (
 from remora.sandbox.commands import CommandRunner
 from remora.sandbox.executor import ToolOutcome, ToolSandbox
 
+ModelSeat = Callable[[], Awaitable[None]]
+"""Awaited before a job's first model request: returns once the job may ask the model (the
+orchestrator's seats); the job keeps its seat to its end."""
 REMINDER = "Reply with a function call: one of the tools, or submit_result when you are done."
 FINAL_REMINDER = "This is the last turn: call submit_result now."
 
@@ -74,8 +78,10 @@ class JobRunner:
         settings: RunnerSettings,
         events: JobEvents | None = None,
         record: bool = False,
+        model_seat: ModelSeat | None = None,
     ) -> None:
         self.agent, self.node, self.model, self.sandbox = agent, node, model, sandbox
+        self.model_seat = model_seat
         self.workspace, self.profile, self.settings = workspace, profile, settings
         self.faults: list[JobError] = []
         context = HostContext(
@@ -225,7 +231,13 @@ class JobRunner:
         except ModelError as exc:
             raise ModelFailed(exc.code, exc.message) from exc
 
+    async def _seated(self) -> None:
+        """Before every model request: the first one waits for the job's seat."""
+        if self.model_seat is not None:
+            await self.model_seat()
+
     async def _request(self, tools: list[dict[str, Any]], tool_choice: ToolChoice) -> ModelReply:
+        await self._seated()
         return await self.replies.ask(
             ChatRequest(
                 model=self.agent.model,
@@ -247,6 +259,7 @@ class JobRunner:
     async def _complete(self, request: CompletionRequest) -> Completion:
         """The `complete` and `score_text` host functions: the job's model continues (or
         scores) a text for a tool."""
+        await self._seated()
         started = time.perf_counter()
         completion = await self._completion_model().complete_text(
             model=self.agent.model, request=request
@@ -257,6 +270,7 @@ class JobRunner:
     async def _complete_drafts(self, request: DraftsRequest) -> list[Completion]:
         """The `complete_drafts` host function: one continuation per temperature, decoded
         together where the model can (each counted as the request it stands for)."""
+        await self._seated()
         started = time.perf_counter()
         count = partial(self._count_completion, request.prompt, started=started, text=True)
         return await complete_drafts(self._completion_model(), self.agent.model, request, count)

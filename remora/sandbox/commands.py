@@ -116,7 +116,7 @@ class CommandRunner:
         # exit status and stderr alone cannot tell its own failures from the program's, which
         # may exit 1 and print "bwrap: ..." too.
         status_read, status_write = os.pipe()
-        folder = CommandFolder(cwd, self.settings.folder_mb)
+        folder = CommandFolder(cwd, self.settings.folder_mb, project)
         # Reads the copy-back channel while the command runs (a full pipe would stop it) and
         # mirrors what comes back into cwd, which nothing else touches until it is joined.
         collector = threading.Thread(target=folder.collect, name="remora-folder", daemon=True)

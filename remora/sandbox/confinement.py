@@ -37,13 +37,14 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from remora.config.settings import CommandSettings
 from remora.errors import UserInputError
 from remora.sandbox import cgroups, seccomp
-from remora.sandbox.folder import CommandFolder, empty_source, shell
+from remora.sandbox.folder import CommandFolder, shell
+from remora.sandbox.packing import empty_source
 from remora.sandbox.program_paths import QUERY as PYTHON_QUERY
 from remora.sandbox.program_paths import program_paths
 
@@ -56,12 +57,11 @@ INSTALL_HINT = (
 )
 SYSTEM = (Path("/usr"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib64"))
 ETC_FILES = (Path("/etc/ld.so.cache"), Path("/etc/localtime"))
-"""All of /etc a command sees. ld.so.cache: the dynamic linker's index, without which
-libraries in folders that ld.so.conf lists (e.g. /usr/local/lib) are not found. localtime:
-local time for time.localtime() and the times tests print. Not ld.so.conf(.d): only ldconfig
-reads them. Not passwd/group: getpass.getuser() fails without them and pytest then names its
-temporary folder pytest-of-unknown (measured: pytest, ruff and multiprocessing run without
-them). Not hosts, resolv.conf, nsswitch.conf: there is no network. Nor shadow, nor the rest."""
+"""All of /etc a command sees. ld.so.cache: the dynamic linker's index (libraries in folders
+ld.so.conf lists, e.g. /usr/local/lib). localtime: for time.localtime() and the times tests
+print. Not ld.so.conf(.d) (only ldconfig reads them), nor passwd/group (getpass.getuser()
+fails and pytest names its folder pytest-of-unknown; pytest, ruff and multiprocessing run),
+nor hosts, resolv.conf, nsswitch.conf (no network), nor shadow, nor the rest."""
 SCRATCH_CHOICES = (Path("/tmp"), Path("/var/tmp"), Path("/run/remora"))
 """Where the tmpfs for HOME and TMPDIR goes: the first that no bound path covers."""
 HOME = ".remora-home"
@@ -102,8 +102,7 @@ class Confinement:
 
     @property
     def memory_limit_enforced(self) -> bool:
-        """False without a memory cgroup: `memory_mb` then bounds each process, not the
-        command."""
+        """False without a memory cgroup: `memory_mb` then bounds each process only."""
         return any(group.memory is not None for group in self.cgroups)
 
     def wrap(
@@ -136,7 +135,7 @@ class Confinement:
             *(Path(tool) for tool in (self.prlimit, self.tar)),
             *(Path(tool).resolve() for tool in (self.prlimit, self.tar)),
         ]
-        binds = _binds(required, needed)
+        binds = _binds(tuple(required), tuple(needed))
         scratch = _scratch([path for path, _ in binds] + [workspace])
         seccomp_fd, source_fd, channel_fd = [fd for fd in LAUNCHER_FDS if fd != status_fd][:3]
         wrapped = [self.bwrap, *_system(), "--dev", "/dev", "--proc", "/proc"]
@@ -242,9 +241,11 @@ def _system() -> list[str]:
     return mounts
 
 
-def _binds(required: list[Path], needed: list[Path]) -> list[tuple[Path, bool]]:
+@lru_cache(maxsize=256)
+def _binds(required: tuple[Path, ...], needed: tuple[Path, ...]) -> tuple[tuple[Path, bool], ...]:
     """Paths to bind read-only (with whether they must exist), parents first, each one left
-    out that the system folders or an earlier path already show."""
+    out that the system folders or an earlier path already show; kept for the run (the same
+    for every command of a program, and a tenth of a lint command's time in Python)."""
     marked = {_normal(path): True for path in required}
     for path in needed:
         path = _normal(path)
@@ -256,7 +257,7 @@ def _binds(required: list[Path], needed: list[Path]) -> list[tuple[Path, bool]]:
         if path == Path("/") or any(path == k or k in path.parents for k in shown):
             continue
         kept.append((path, marked[path]))
-    return kept
+    return tuple(kept)
 
 
 def _normal(path: Path) -> Path:
@@ -309,8 +310,7 @@ def bwrap_executables() -> list[str]:
 
 def bwrap_executable() -> str | None:
     """The first bwrap that can build this sandbox (an old system bwrap may lack an option it
-    uses, such as --disable-userns or --size; 0.8.0 has them all), else the first found, else
-    None."""
+    uses, such as --disable-userns or --size; 0.8.0 has them all), else the first, else None."""
     candidates = bwrap_executables()
     usable = (bwrap for bwrap in candidates if probe(bwrap) is None)
     return next(usable, candidates[0] if candidates else None)
@@ -360,8 +360,7 @@ def probe(bwrap: str) -> str | None:
 
 
 def confinement(commands: CommandSettings) -> Confinement:
-    """The sandbox for this host with the limits of `commands`, or SandboxUnavailable saying
-    what to do."""
+    """The sandbox for this host with `commands`' limits, or SandboxUnavailable: what to do."""
     if not sys.platform.startswith("linux"):
         raise SandboxUnavailable(f"agents' commands need an OS sandbox (Linux): {INSTALL_HINT}")
     try:

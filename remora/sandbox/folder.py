@@ -9,15 +9,17 @@ A tmpfs with `--size` is a hard bound (ENOSPC), in memory the command's memory c
 charged for (cgroups.py).
 
 How, for each command:
-- the host packs the directory (the job's copies, and links into the project) as a tar in a
-  sealed memfd, which the launcher opens for bwrap (confinement.LAUNCHER_FDS);
+- the host packs the directory as a tar in a sealed memfd, which the launcher opens for bwrap
+  (confinement.LAUNCHER_FDS): the job's copies, and links into the project made only in the
+  tar (packing.py);
 - bwrap mounts the tmpfs at the directory's own path; SHELL, the sandbox's first program,
   unpacks the tar there, writes STARTED on the copy-back channel (a pipe: the launcher's stdin,
   moved to another descriptor) and runs the command (its limits set by prlimit) without
   either descriptor;
 - after the command, SHELL writes a tar of the folder to the channel; the host reads it as the
   command runs and ends, at most `folder_mb` plus HEADER_ROOM, and mirrors it into the host
-  directory (CommandFolder.collect).
+  directory (CommandFolder.collect), but for the links into the project the tar added, which
+  stay out of it.
 So what a command leaves (pytest's reports, the call probe's result, coverage files) is there
 afterwards, as before, and the directory is never mounted in the sandbox.
 
@@ -31,21 +33,19 @@ and hard links within the folder are made (no devices, no FIFOs).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import os
 import shutil
 import stat
 import tarfile
-from collections.abc import Callable
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
+
+from remora.sandbox.packing import MIB, pack
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-MIB = 1024 * 1024
 HEADER_ROOM = 64 * MIB
 """What the copy-back may hold beyond `folder_mb`: tar spends 512 bytes of header on each entry
 and pads each file to 512 bytes (some 130,000 files' worth)."""
@@ -87,17 +87,19 @@ def shell(source_fd: int, channel_fd: int) -> str:
 
 class CommandFolder:
     """One command's transfer: `source` for the launcher to open (a sealed memfd of this
-    process, the directory as a tar), `writer` for the launcher's stdin (the copy-back
-    channel), and `collect()`, which mirrors what comes back into `directory`."""
+    process, the directory as a tar, with links into `project` for what its folders lack),
+    `writer` for the launcher's stdin (the copy-back channel), and `collect()`, which mirrors
+    what comes back into `directory`."""
 
-    def __init__(self, directory: Path, folder_mb: int) -> None:
+    def __init__(self, directory: Path, folder_mb: int, project: Path | None = None) -> None:
         self.directory = directory
         self.folder_mb = folder_mb
+        self.project = project
         self.started = False
         """Whether the sandbox filled the folder and started the command."""
         self.note: str | None = None
         """Why what came back is incomplete, for the command's stderr."""
-        self._source = _pack(directory)
+        self._source = pack(directory, project)
         self.reader, self.writer = os.pipe()
 
     @property
@@ -144,7 +146,8 @@ class CommandFolder:
                     parts = _parts(member.name)
                     if parts:
                         seen.update(tuple(parts[:end]) for end in range(1, len(parts) + 1))
-                        _extract(archive, member, parts, root)
+                        if not self._linked(member, parts):
+                            _extract(archive, member, parts, root)
             _remove_unseen(self.directory, seen)
         except (tarfile.TarError, OSError, EOFError) as exc:
             self.note = (
@@ -156,6 +159,15 @@ class CommandFolder:
             )
         finally:
             os.close(root)
+
+    def _linked(self, member: tarfile.TarInfo, parts: list[str]) -> bool:
+        """Whether `member` is one of the links into the project the tar brought (or one just
+        like it) where the directory has nothing: left out, as it was."""
+        if self.project is None or not member.issym():
+            return False
+        if member.linkname != os.path.join(self.project, *parts):
+            return False
+        return not os.path.lexists(os.path.join(self.directory, *parts))
 
 
 class _Bounded(tarfile.TarInfo):
@@ -189,61 +201,6 @@ class _Capped(io.RawIOBase):
         return count
 
 
-def empty_source() -> str:
-    """The source of an empty folder, for a command that starts in one and whose leavings
-    nobody reads (it answers on stdout): no CommandFolder to keep."""
-    pid = os.getpid()
-    return f"/proc/{pid}/fd/{_empty(pid)}"
-
-
-@cache
-def _empty(pid: int) -> int:
-    """An archive without members (tar refuses an empty stream); `pid` keys the cache: a forked
-    child makes its own."""
-    return _sealed(lambda file: tarfile.open(fileobj=file, mode="w").close())
-
-
-def _pack(directory: Path) -> int:
-    """The directory as a tar in a sealed memfd (symbolic links as links)."""
-
-    def write(file: BinaryIO) -> None:
-        with tarfile.open(fileobj=file, mode="w", format=tarfile.GNU_FORMAT) as archive:
-            _add_tree(archive, str(directory), ".", os.lstat(directory))
-
-    return _sealed(write)
-
-
-def _add_tree(archive: tarfile.TarFile, path: str, name: str, info: os.stat_result) -> None:
-    """The folder `path` as `name`, and its folders, regular files and links below it. By hand,
-    not `TarFile.add`: that looks up every entry's owner names (the sandbox has no /etc/passwd
-    to map them, and `tar -o` ignores owners), which was a third of packing a folder of links."""
-    archive.addfile(_member(name, info, tarfile.DIRTYPE))
-    with os.scandir(path) as found:
-        entries = sorted(found, key=lambda entry: entry.name)
-    for entry in entries:
-        member = f"{name}/{entry.name}"
-        entry_info = entry.stat(follow_symlinks=False)
-        if entry.is_symlink():
-            link = _member(member, entry_info, tarfile.SYMTYPE)
-            link.linkname = os.readlink(entry.path)
-            archive.addfile(link)
-        elif entry.is_dir(follow_symlinks=False):
-            _add_tree(archive, entry.path, member, entry_info)
-        elif entry.is_file(follow_symlinks=False):
-            with open(entry.path, "rb") as content:
-                regular = _member(member, os.fstat(content.fileno()), tarfile.REGTYPE)
-                archive.addfile(regular, content)
-
-
-def _member(name: str, info: os.stat_result, kind: bytes) -> tarfile.TarInfo:
-    member = tarfile.TarInfo(name)
-    member.type = kind
-    member.mode = stat.S_IMODE(info.st_mode)
-    member.mtime = int(info.st_mtime)
-    member.size = info.st_size if kind == tarfile.REGTYPE else 0
-    return member
-
-
 def left_file(directory: Path, key: str, limit: int) -> str | None:
     """The text of the regular file `key` (relative, POSIX) that a command left in its folder,
     read as untrusted: through no link, at most `limit` bytes, UTF-8. None where there is no
@@ -273,17 +230,6 @@ def left_file(directory: Path, key: str, limit: int) -> str | None:
         return data.decode("utf-8") if len(data) <= limit else None
     except UnicodeDecodeError:
         return None
-
-
-def _sealed(write: Callable[[BinaryIO], None]) -> int:
-    """A memfd of this process that `write` filled, sealed: the launcher reads it through /proc
-    and nothing can change it."""
-    fd = os.memfd_create("remora-folder", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    with open(fd, "wb", closefd=False) as file:
-        write(file)
-    seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
-    return fd
 
 
 def _extract(
