@@ -368,7 +368,7 @@ async def test_workspace_directory_costs_what_the_job_touches(project: Path) -> 
     workspace = Workspace(project)
     workspace.write_text("pkg/shout.py", "changed\n")
     runner = CommandRunner(CommandSettings())
-    with workspace.command_directory() as directory:
+    async with workspace.command_directory() as directory:
         on_disk = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*"))
         assert on_disk == ["pkg", "pkg/shout.py"]
         args = ["check", "--output-format", "json", "--exit-zero", "pkg/other_7.py"]
@@ -510,3 +510,18 @@ async def test_drafts_beyond_a_batch_are_asked_in_batches_in_order(
     assert outcome.ok, outcome.error
     assert outcome.value == ["t=0.0", "t=0.3", "t=0.5", "t=0.7", "t=0.9", "t=1.1"]
     assert asked == [[0.0, 0.3, 0.5, 0.7], [0.9, 1.1]]
+
+
+async def test_a_command_whose_output_is_all_that_is_read_copies_nothing_back(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "m.py").write_text("import os\n")
+    runner = CommandRunner(CommandSettings())
+    args = ["check", "--fix", "--output-format", "json", "--exit-zero", "m.py"]
+    for copy_back, left in ((False, "import os\n"), (True, "")):
+        directory = tmp_path / f"folder-{copy_back}"
+        directory.mkdir()
+        (directory / "m.py").write_text("import os\n")
+        result = await runner.run("ruff", args, directory, copy_back=copy_back)
+        assert result["exit_code"] == 0 and json.loads(result["stdout"]) == []
+        assert (directory / "m.py").read_text() == left

@@ -105,7 +105,7 @@ class SuiteRunner:
                 # Ours after the agent's: where they disagree, ours hold.
                 args = ["-m", "pytest", *self.args, *plugins, *PYTEST_ARGS]
                 args.append(f"--rootdir={project or '.'}")
-                with workspace.command_directory() as directory:
+                async with workspace.command_directory() as directory:
                     result = await commands.run(
                         "python", [*args, *files], directory, project=self.root
                     )

@@ -49,7 +49,7 @@ def call_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
             ".remora_call_probe.py": PROBE_SCRIPT.read_text(encoding="utf-8"),
             ".remora_probe.json": json.dumps(request),
         }
-        with workspace.command_directory(extra=files) as directory:
+        async with workspace.command_directory(extra=files) as directory:
             script = directory / ".remora_call_probe.py"
             args = [".remora_probe.json", ".remora_probe_result.json"]
             try:

@@ -42,10 +42,15 @@ class HostContext:
     def fault(self, code: ErrorCode, message: str) -> None:
         self.faults.append(JobError(code=code, message=message))
 
-    async def reported(self, name: str, args: list[str], directory: Path) -> dict[str, Any]:
-        """The command's result; a missing program or a crashed sandbox: the job's error."""
+    async def reported(
+        self, name: str, args: list[str], directory: Path, *, copy_back: bool = True
+    ) -> dict[str, Any]:
+        """The command's result; a missing program or a crashed sandbox: the job's error.
+        `copy_back`: whether what the command leaves in `directory` is read afterwards."""
         try:
-            return await self.commands.run(name, args, directory, project=self.workspace.root)
+            return await self.commands.run(
+                name, args, directory, project=self.workspace.root, copy_back=copy_back
+            )
         except CommandMissing as exc:
             self.fault(ErrorCode.REQUIREMENT_MISSING, str(exc))
             raise

@@ -1,4 +1,4 @@
-"""Every node x agent job in one task group under one capacity limit: the one owner of the
+"""Every node x agent job in one task group under capacity limits: the one owner of the
 result cache during a run (look-ups, answers, stores, eviction) and of every job event."""
 
 from __future__ import annotations

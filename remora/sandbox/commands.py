@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import anyio
+import anyio.to_thread
 from anyio.abc import ByteReceiveStream
 
 from remora.config.settings import CommandSettings
@@ -84,16 +85,23 @@ class CommandRunner:
         return [executable, *args]
 
     async def run(
-        self, name: str, args: list[str], cwd: Path, *, project: Path | None = None
+        self,
+        name: str,
+        args: list[str],
+        cwd: Path,
+        *,
+        project: Path | None = None,
+        copy_back: bool = True,
     ) -> dict[str, Any]:
         """Run in `cwd`, the job's workspace directory: the only place the command may write.
-        `project` (the tree the workspace links into) is visible read-only. SandboxFailed when
-        the OS sandbox could not run the command at all."""
+        `project` (the tree the workspace links into) is visible read-only. What the command
+        leaves there is in `cwd` afterwards, unless `copy_back` is false (its output is all the
+        caller reads). SandboxFailed when the OS sandbox could not run the command at all."""
         argv = self.resolve(name, args)
         async with self._slots:
             if self.confinement is None:
                 return await self._run(name, args, argv, cwd)
-            return await self._run_confined(name, args, argv, cwd, project)
+            return await self._run_confined(name, args, argv, cwd, project, copy_back)
 
     async def run_host_script(
         self, script: Path, args: list[str], cwd: Path, *, project: Path | None = None
@@ -105,10 +113,18 @@ class CommandRunner:
         async with self._slots:
             if self.confinement is None:
                 return await self._run("python", [script.name, *args], argv, cwd)
-            return await self._run_confined("python", [script.name, *args], argv, cwd, project)
+            return await self._run_confined(
+                "python", [script.name, *args], argv, cwd, project, copy_back=True
+            )
 
     async def _run_confined(
-        self, name: str, args: list[str], argv: list[str], cwd: Path, project: Path | None
+        self,
+        name: str,
+        args: list[str],
+        argv: list[str],
+        cwd: Path,
+        project: Path | None,
+        copy_back: bool,
     ) -> dict[str, Any]:
         assert self.confinement is not None
         env = {key: os.environ[key] for key in PASSED_ENV if key in os.environ} | FIXED_ENV
@@ -116,7 +132,7 @@ class CommandRunner:
         # exit status and stderr alone cannot tell its own failures from the program's, which
         # may exit 1 and print "bwrap: ..." too.
         status_read, status_write = os.pipe()
-        folder = CommandFolder(cwd, self.settings.folder_mb, project)
+        folder = CommandFolder(cwd, self.settings.folder_mb, project, copy_back=copy_back)
         # Reads the copy-back channel while the command runs (a full pipe would stop it) and
         # mirrors what comes back into cwd, which nothing else touches until it is joined.
         collector = threading.Thread(target=folder.collect, name="remora-folder", daemon=True)

@@ -162,7 +162,8 @@ class Confinement:
         private = {"HOME": str(scratch / HOME), "TMPDIR": str(scratch)}
         for key, value in {**env, **private}.items():
             wrapped += ["--setenv", key, value]
-        wrapped += ["--chdir", str(workspace), "--", "/bin/sh", "-c", shell(source_fd, channel_fd)]
+        script = shell(source_fd, channel_fd, folder is not None and folder.copy_back)
+        wrapped += ["--chdir", str(workspace), "--", "/bin/sh", "-c", script]
         wrapped += ["remora-folder", self.tar, *self._limits(), *argv]
         source = folder.source if folder is not None else empty_source()
         channel = f"{channel_fd}>&0" if folder is not None else f"{channel_fd}>/dev/null"

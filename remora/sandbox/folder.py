@@ -72,29 +72,43 @@ exec {source}<&-
 printf {started} >&{channel}
 "$@" {channel}>&-
 status=$?
-"$tar" -cf - . >&{channel} 2>/dev/null
-exit $status
+{copy_back}exit $status
 """
-"""The sandbox's first program, in the folder: fill it, run the command, copy it back. `tar -o`
-(GNU and busybox): files owned by whoever unpacks them. The exit status is the command's (128 +
-the signal that ended it, as bwrap reports it)."""
+"""The sandbox's first program, in the folder: fill it, run the command, copy it back (unless
+nobody reads what it left). `tar -o` (GNU and busybox): files owned by whoever unpacks them.
+The exit status is the command's (128 + the signal that ended it, as bwrap reports it)."""
+COPY_BACK = '"$tar" -cf - . >&{channel} 2>/dev/null\n'
 
 
-def shell(source_fd: int, channel_fd: int) -> str:
+def shell(source_fd: int, channel_fd: int, copy_back: bool) -> str:
     """SHELL for these descriptors (single digits: /bin/sh may be dash)."""
-    return SHELL.format(source=source_fd, channel=channel_fd, started=STARTED.decode())
+    back = COPY_BACK.format(channel=channel_fd) if copy_back else ""
+    return SHELL.format(
+        source=source_fd, channel=channel_fd, started=STARTED.decode(), copy_back=back
+    )
 
 
 class CommandFolder:
     """One command's transfer: `source` for the launcher to open (a sealed memfd of this
     process, the directory as a tar, with links into `project` for what its folders lack),
     `writer` for the launcher's stdin (the copy-back channel), and `collect()`, which mirrors
-    what comes back into `directory`."""
+    what comes back into `directory`. Without `copy_back` nothing comes back: the channel says
+    only that the command started (for a command whose output is all its caller reads: ruff's
+    findings, pytest's report; parsing a folder of links came back cost a lint command 3 ms of
+    the event loop's thread)."""
 
-    def __init__(self, directory: Path, folder_mb: int, project: Path | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        folder_mb: int,
+        project: Path | None = None,
+        *,
+        copy_back: bool = True,
+    ) -> None:
         self.directory = directory
         self.folder_mb = folder_mb
         self.project = project
+        self.copy_back = copy_back
         self.started = False
         """Whether the sandbox filled the folder and started the command."""
         self.note: str | None = None
@@ -136,6 +150,8 @@ class CommandFolder:
         if stream.read(1) != STARTED:
             return
         self.started = True
+        if not self.copy_back:
+            return  # what a process of the command writes to the channel meets a closed pipe
         seen: set[tuple[str, ...]] = set()
         root = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:

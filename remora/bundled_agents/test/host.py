@@ -26,11 +26,14 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         key = host.workspace.key(checked_path(path))
         # The file is added to the command's copy of the project only: written there as a real
         # file, never through a link into the project (a tests/ folder that exists is a link).
-        with host.workspace.command_directory(extra={key: text}) as directory:
+        async with host.workspace.command_directory(extra={key: text}) as directory:
             argv = ["-m", "pytest", "-q", "-rA", "--tb=line", "-p", "no:cacheprovider"]
             for plugins in (UNUSED_PLUGINS, ()):  # the configuration or a fixture needs them
                 ran = await host.reported(
-                    "python", [*argv, *plugins, *(args or []), key], directory
+                    "python",
+                    [*argv, *plugins, *(args or []), key],
+                    directory,
+                    copy_back=host.workspace.keep,  # its report is stdout
                 )
                 if ran["exit_code"] != 4 and not re.search("^ERROR ", ran["stdout"], re.M):
                     break
