@@ -177,7 +177,7 @@ class Workspace:
         over model-written tests, ruff) left on disk, and no command sees what an earlier one
         left. On disk the tree holds only the files the job read or wrote (and `extra`), in
         real folders: the rest of the project is linked in where the command runs, in the OS
-        sandbox (sandbox/folder.py packs a link into the project for every entry a real folder
+        sandbox (sandbox/packing.py packs a link into the project for every entry a real folder
         lacks), so setting it up costs what the job touched, not a link per entry (a symlink
         costs 0.3 ms on an ext4 /tmp: 86 of them were a third of a lint command). The links are
         safe only because the project is mounted read-only there: a write through one fails.

@@ -46,7 +46,9 @@ class HostContext:
         self, name: str, args: list[str], directory: Path, *, copy_back: bool = True
     ) -> dict[str, Any]:
         """The command's result; a missing program or a crashed sandbox: the job's error.
-        `copy_back`: whether what the command leaves in `directory` is read afterwards."""
+        `copy_back`: whether what the command leaves in `directory` is read afterwards (it
+        always comes back into a workspace kept for inspection, --keep-workspaces)."""
+        copy_back = copy_back or self.workspace.keep
         try:
             return await self.commands.run(
                 name, args, directory, project=self.workspace.root, copy_back=copy_back

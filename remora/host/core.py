@@ -84,9 +84,8 @@ def core_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         # A fresh directory per command, thrown away after it: what a command writes (pytest
         # running a model's code) is never a change of the job, nor seen by the next command.
         async with workspace.command_directory() as directory:
-            # What it leaves comes back only to be read (or kept: --keep-workspaces).
-            copy_back = bool(keys) or workspace.keep
-            result = await host.reported(name, args, directory, copy_back=copy_back)
+            # What it leaves comes back only to be read.
+            result = await host.reported(name, args, directory, copy_back=bool(keys))
             limit = commands.settings.output_limit_kb * 1024
             if keys:
                 result["files"] = {

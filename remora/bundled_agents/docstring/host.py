@@ -74,8 +74,8 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
 
         async def run() -> dict[str, Any]:
             async with host.workspace.command_directory(extra={path: source}) as directory:
-                keep = host.workspace.keep  # its findings are its output
-                return await host.reported("pydoclint", args, directory, copy_back=keep)
+                # Its findings are its output.
+                return await host.reported("pydoclint", args, directory, copy_back=False)
 
         ran = await host.commands.shared.get(key, run)
         if ran["timed_out"]:

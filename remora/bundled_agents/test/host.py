@@ -33,7 +33,7 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
                     "python",
                     [*argv, *plugins, *(args or []), key],
                     directory,
-                    copy_back=host.workspace.keep,  # its report is stdout
+                    copy_back=False,  # its report is stdout
                 )
                 if ran["exit_code"] != 4 and not re.search("^ERROR ", ran["stdout"], re.M):
                     break
