@@ -289,6 +289,37 @@ def test_src_layout_in_a_subproject(
     assert code == 1
 
 
+def test_tests_go_into_the_folder_the_project_keeps_its_tests_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A project whose tests live in `test/` (tabulate, requests) gets its new tests there,
+    beside its maintainers' ones, not in a second `tests/` folder; they pass together."""
+    project = tmp_path / "calc"
+    (project / "calc").mkdir(parents=True)
+    (project / "test").mkdir()
+    (project / "setup.cfg").write_text("[metadata]\nname = calc\n")
+    (project / "calc" / "__init__.py").write_text("")
+    (project / "calc" / "ops.py").write_text(
+        "def double(x: int) -> int:\n    return 2 * x\n\n\n"
+        "def half(x: int) -> float:\n    return x / 2\n"
+    )
+    (project / "test" / "test_half.py").write_text(
+        "from calc.ops import half\n\n\ndef test_half():\n    assert half(4) == 2\n"
+    )
+    monkeypatch.chdir(project)
+    code, report, _ = analyze("calc", {"double": ["2)", "-3)"]}, capsys, "--fix")
+    results = by_function(report)
+    assert results["half"]["outcome"] == "tested", results["half"]
+    written = results["double"]
+    assert written["status"] == "success", written["error"]
+    assert [c["file"] for c in written["changes"]] == ["test/test_ops_double.py"]
+    assert not (project / "tests").exists()
+    done = pytest_direct(project / "test", cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{written_count(written['summary']) + 1} passed" in done.stdout
+    assert code == 1
+
+
 def test_tool_check_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tool", "check", "test"]) == 0, capsys.readouterr()
 

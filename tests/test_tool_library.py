@@ -71,6 +71,7 @@ def test_signature_schema_validates_real_calls() -> None:
             parameter("price", "float", None, "positional_or_keyword"),
             parameter("tiers", "dict[int, float] | None", "None", "positional_or_keyword"),
             parameter("note", None, None, "keyword_only"),
+            parameter("flag", None, "False", "keyword_only"),
             parameter("extra", "Widget", None, "var_keyword"),
         ]
     }
@@ -81,7 +82,11 @@ def test_signature_schema_validates_real_calls() -> None:
     validator = jsonschema.Draft202012Validator(schema)
     assert validator.is_valid({"price": 2.5, "tiers": {"10": 5.0}, "note": [1]})
     assert not validator.is_valid({"price": "cheap", "note": 1})
-    assert [f["rule"] for f in findings] == ["SMP100", "SMP101"]
+    # One line for the function's unannotated parameters, not one per parameter.
+    assert [(f["rule"], f["message"].split(":")[0]) for f in findings] == [
+        ("SMP100", "parameters `note`, `flag` have no type annotation"),
+        ("SMP101", "parameter `extra"),
+    ]
     assert describe_schema(schema["properties"]["tiers"]) == (
         "object of integer keys to number or null"
     )

@@ -66,6 +66,33 @@ def test_path_scopes_are_filled_from_the_project_on_disk(tmp_path: Path) -> None
     assert escaping.refusal("up/x.py", None, "x") is not None
 
 
+def test_the_tests_placeholder_is_the_folder_the_project_keeps_its_tests_in(
+    tmp_path: Path,
+) -> None:
+    """`{tests}`: the agent's `tests_dir` when set; else `tests`, or `test` when the project has
+    only that (new tests go beside its maintainers' ones, not into a second folder)."""
+    entry = ["{project}/{tests}/test_{module}_{name}.py"]
+    files = {"lib/pyproject.toml": "", "lib/pkg/__init__.py": "", "lib/pkg/mod.py": MODULE}
+    cases = [
+        ({}, {}, "lib/tests/test_mod_first.py"),
+        ({"lib/test/test_old.py": ""}, {}, "lib/test/test_mod_first.py"),
+        (
+            {"lib/test/test_old.py": "", "lib/tests/test_new.py": ""},
+            {},
+            "lib/tests/test_mod_first.py",
+        ),
+        ({"lib/test/test_old.py": ""}, {"tests_dir": "checks"}, "lib/checks/test_mod_first.py"),
+        ({"lib/test/test_old.py": ""}, {"tests_dir": ""}, "lib/test/test_mod_first.py"),
+    ]
+    for index, (extra, options, allowed) in enumerate(cases):
+        root = write_files(tmp_path / str(index), {**files, **extra})
+        scope = write_scope(entry, node_named(root, "first"), options, root)
+        assert scope.refusal(allowed, None, "x") is None, (extra, options)
+        others = {"lib/tests/test_mod_first.py", "lib/test/test_mod_first.py"} - {allowed}
+        for other in others:
+            assert scope.refusal(other, None, "x") is not None, (extra, options, other)
+
+
 def test_placeholder_values_match_literally(tmp_path: Path) -> None:
     root = write_files(tmp_path, {"a[1]/mod.py": MODULE})
     scope = write_scope(["{folder}/notes.txt"], node_named(root, "first"), {}, root)

@@ -12,10 +12,12 @@ what a job may change is declared, not inferred from what it did. Entries are
 - a path in the project, with placeholders `{project}` (the nearest folder up with a project
   or pytest configuration file), `{folder}` (the node's file's folder), `{module}` (the last
   name of its module), `{name}` (the node's name), `{qualname}` (its qualified name with dots as
-  underscores: `Stock_add` for the method `Stock.add`) and `{options.KEY}` (the agent's effective
-  option), and wildcards of the agent's own (`*` and `?` within one name, `[...]`). A path
-  matches that one file: not, as a gitignore pattern would, a folder of that name and every
-  file below it (`tests/test_a_f.py/conftest.py`).
+  underscores: `Stock_add` for the method `Stock.add`), `{tests}` (the project's tests folder
+  in it: the agent's `tests_dir` option when set, else `tests`, or `test` when the project has
+  only that) and `{options.KEY}` (the agent's effective option), and wildcards of the agent's
+  own (`*` and `?` within one name, `[...]`). A path matches that one file: not, as a
+  gitignore pattern would, a folder of that name and every file below it
+  (`tests/test_a_f.py/conftest.py`).
 
 Placeholders are filled from the project as it is on disk, never from a job's own writes (a job
 that creates a `pyproject.toml` does not move its own scope), and their values are matched
@@ -34,12 +36,12 @@ from remora.discovery.nodes import Definition, Node, NodeType
 from remora.discovery.parse import definitions_by_ast, find_definitions
 from remora.edits.workspace import Workspace, WorkspaceError, file_diff
 from remora.findings.results import Change
-from remora.tool_library.module_paths import module_of, project_of
+from remora.tool_library.module_paths import module_of, project_of, tests_folder_of
 
 NODE = "node"
 NODE_FILE = "node_file"
 PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)?)\}")
-NAMES = ("project", "folder", "module", "name", "qualname")
+NAMES = ("project", "folder", "module", "name", "qualname", "tests")
 
 
 def check_scope(entry: str) -> None:
@@ -98,12 +100,15 @@ def write_scope(
         return (root / path).exists()
 
     module, _ = module_of(node.file, exists)
+    project = project_of(node.file, exists)
+    tests_dir = options.get("tests_dir")
     values = {
-        "project": project_of(node.file, exists),
+        "project": project,
         "folder": node.file.rsplit("/", 1)[0] if "/" in node.file else "",
         "module": module.rsplit(".", 1)[-1] or "module",
         "name": node.name,
         "qualname": node.qualified_name.replace(".", "_"),
+        "tests": tests_folder_of(project, tests_dir if isinstance(tests_dir, str) else "", exists),
     }
     patterns = []
     exact = []

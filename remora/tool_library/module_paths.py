@@ -39,11 +39,11 @@ def locate_tests(
 ) -> dict[str, str]:
     """Where the tests of `function` in the file at `path` go: module and import_root (as
     module_of gives them), project (as project_of gives it), folder (the file's own),
-    tests_folder (`tests_dir` in the project; "tests" when it names no folder) and test_file
-    (test_<the module's last name>_<function>.py in tests_folder)."""
+    tests_folder (in the project, as tests_folder_of names it) and test_file (test_<the
+    module's last name>_<function>.py in tests_folder)."""
     module, import_root = module_of(path, exists)
     project = project_of(path, exists)
-    tests_folder = joined(project, tests_dir.strip("/") or "tests")
+    tests_folder = joined(project, tests_folder_of(project, tests_dir, exists))
     test_file = "test_" + module.rsplit(".", 1)[-1] + "_" + function + ".py"
     return {
         "module": module,
@@ -53,6 +53,18 @@ def locate_tests(
         "tests_folder": tests_folder,
         "test_file": joined(tests_folder, test_file),
     }
+
+
+def tests_folder_of(project: str, tests_dir: str, exists: Callable[[str], bool]) -> str:
+    """The folder of the project's tests, relative to the project: `tests_dir` when it names
+    one; else the project's own, `tests`, or `test` when the project has only that (tabulate,
+    requests): new tests go beside the ones its maintainers wrote."""
+    chosen = tests_dir.strip("/")
+    if chosen:
+        return chosen
+    if not exists(joined(project, "tests")) and exists(joined(project, "test")):
+        return "test"
+    return "tests"
 
 
 def parent(path: str) -> str:

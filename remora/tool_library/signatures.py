@@ -45,19 +45,21 @@ Tree = dict[str, Any]
 def signature_schema(
     info: dict[str, Any], module: str, qualified_name: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The schema of the arguments as one JSON object, and a finding per parameter whose type
-    it cannot check (SMP100: no annotation; SMP101: a type with no JSON form)."""
+    """The schema of the arguments as one JSON object, and findings for what it cannot check:
+    one SMP100 naming every parameter without an annotation (one line per function, not per
+    parameter: an unannotated library would get a line for each), and an SMP101 per annotation
+    with a part that has no JSON form."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     extra: Any = False
     findings: list[dict[str, Any]] = []
+    unannotated: list[str] = []
     for parameter in info.get("parameters", []):
         name, annotation = parameter["name"], parameter["annotation"]
         unknown: list[str] = []
         schema = annotation_schema(annotation, unknown) if annotation else {}
         if annotation is None:
-            findings.append(_finding("SMP100", f"parameter `{name}` has no type annotation: any "
-                                     "JSON value is accepted for it"))  # fmt: skip
+            unannotated.append(f"`{name}`")
         elif unknown:
             findings.append(_finding("SMP101", f"parameter `{name}: {annotation}`: "
                                      f"{', '.join(unknown)} has no JSON form; that part accepts "
@@ -75,6 +77,13 @@ def signature_schema(
             required.append(name)
         schema["description"] = "Python: " + described
         properties[name] = schema
+    if unannotated:
+        names = ", ".join(unannotated)
+        findings.insert(0, _finding("SMP100", (
+            f"parameter {names} has no type annotation: any JSON value is accepted for it"
+            if len(unannotated) == 1 else
+            f"parameters {names} have no type annotation: any JSON value is accepted for them"
+        )))  # fmt: skip
     document = {
         "$schema": SCHEMA_DIALECT,
         "title": "Arguments of " + (module + "." if module else "") + qualified_name,

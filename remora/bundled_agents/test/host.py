@@ -15,7 +15,7 @@ from remora.tool_library.module_paths import locate_tests, module_of
 
 
 def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
-    def test_location(path: str, function: str, tests_dir: str = "tests") -> dict[str, str]:
+    def test_location(path: str, function: str, tests_dir: str = "") -> dict[str, str]:
         if not isinstance(function, str) or not isinstance(tests_dir, str):
             raise TypeError("test_location: function and tests_dir must be str")
         return locate_tests(checked_path(path), function, tests_dir, host.file_exists)
