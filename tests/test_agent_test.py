@@ -689,6 +689,97 @@ def test_a_memo_cache_is_no_state_a_test_sees_but_a_counter_is(
     assert code == 1
 
 
+COLLECTIONS_MODULE = """\
+from collections.abc import Mapping, MutableMapping
+
+
+class Ranked(MutableMapping):
+    \"\"\"Keys by rank: the lowest first.\"\"\"
+
+    def __init__(self, *args, **kwargs):
+        self.ranks = {}
+        self.update(*args, **kwargs)
+
+    def __setitem__(self, key, rank):
+        if rank < 0:
+            raise ValueError("a rank is never negative")
+        self.ranks[key] = rank
+
+    def __delitem__(self, key):
+        del self.ranks[key]
+
+    def __getitem__(self, key):
+        return self.ranks[key]
+
+    def __iter__(self):
+        return iter(sorted(self.ranks, key=self.ranks.__getitem__))
+
+    def __len__(self):
+        return len(self.ranks)
+
+    def best(self):
+        return min(self.ranks.items(), key=lambda item: item[1])
+
+
+class Frozen(Mapping):
+    def __init__(self, data=None):
+        self._data = dict(data or {})
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __eq__(self, other):
+        return isinstance(other, Frozen) and self._data == other._data
+
+    def __repr__(self):
+        return f"Frozen({self._data!r})"
+
+    def with_item(self, key, value):
+        return Frozen({**self._data, key: value})
+
+    def keys(self):
+        return self._data.keys()
+"""
+
+
+def test_a_collection_is_tested_holding_entries(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mapping class whose constructor passes on what it is given is built holding entries
+    (not only empty): its methods' tests read a held key, pin what `d[k] = v` and `del d[k]`
+    change, list what keys() holds, and hold a returned object of the module's class by its
+    repr where that builds an equal one; the files pass under pytest."""
+    (demo / "inventory" / "ranked.py").write_text(COLLECTIONS_MODULE)
+    code, report, _ = analyze("inventory/ranked.py", {}, capsys, "--fix")
+    results = by_function(report)
+    names = ("Ranked.best", "Ranked.__getitem__", "Ranked.__setitem__", "Ranked.__delitem__")
+    names += ("Frozen.with_item", "Frozen.keys")
+    for name in names:
+        assert results[name]["status"] == "success", (name, results[name]["summary"])
+    text = {name: (demo / "tests" / f"test_ranked_{name.replace('.', '_')}.py").read_text()
+            for name in names}  # fmt: skip
+    assert "ranked = Ranked({'a': 3, 'b': 1, 'c': 2})" in text["Ranked.best"]
+    assert "assert ranked.best() == ('b', 1)" in text["Ranked.best"]
+    assert "assert ranked['a'] == 3" in text["Ranked.__getitem__"]
+    assert re.search(r"\n    ranked\['a'\] = -?\d+\n    assert ranked.ranks == \{",
+                     text["Ranked.__setitem__"]), text["Ranked.__setitem__"]  # fmt: skip
+    assert (
+        "    del ranked['a']\n    assert ranked.ranks == {'b': 1, 'c': 2}\n"
+        in (text["Ranked.__delitem__"])
+    )
+    assert "Frozen({'a': 3, 'b': 1, 'c': 2, " in text["Frozen.with_item"]
+    assert "assert list(frozen.keys()) == ['a', 'b', 'c']" in text["Frozen.keys"]
+    done = pytest_direct(demo / "tests", cwd=demo.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert code == 1
+
+
 CALLABLES_MODULE = """\
 def double(value):
     return value * 2

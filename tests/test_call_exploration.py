@@ -21,10 +21,10 @@ import pytest
 
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
-from remora.tool_library.call_candidates import candidate_calls
+from remora.tool_library.call_candidates import Candidate, candidate_calls
 from remora.tool_library.call_selection import select_calls
 from remora.tool_library.case_render import pattern_literal, render_tests
-from remora.tool_library.characterize import branches_left
+from remora.tool_library.characterize import allowed, branches_left
 
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 TEMPERATURES = [0.0, 0.7, 1.0]
@@ -495,6 +495,87 @@ def test_candidates_for_a_method_are_called_on_instances() -> None:
     assert all(c.instance is not None and c.instance.startswith("Counter(") for c in found)
     assert found[0].case("Counter.increment").startswith("Counter(")
     assert ".increment(" in found[0].case("Counter.increment")
+
+
+RECORDS_MODULE = """\
+import abc
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
+
+
+@dataclass(frozen=True)
+class Settings:
+    registry: ClassVar[dict] = {}
+    width: int
+    step: int = 1
+    tags: list = field(default_factory=list)
+
+
+class Pair(NamedTuple):
+    left: str
+    right: str
+
+
+class Counter(abc.ABC):
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.total = 0
+
+    @abc.abstractmethod
+    def weight(self, value: int) -> int: ...
+
+    def add(self, value: int) -> int:
+        self.total = (self.total + self.weight(value)) % (2 ** self.settings.width)
+        return self.total
+
+
+class Plain(Counter):
+    def weight(self, value):
+        return value
+
+
+class Own(Counter):
+    def weight(self, value):
+        return 0
+
+    def add(self, value):
+        return -1
+
+
+def joined(pair: Pair) -> str:
+    return pair.left + pair.right
+
+
+def scaled(settings: Settings, value: int) -> int:
+    return value * settings.step
+"""
+
+
+def test_records_are_built_from_their_fields_and_abstract_classes_through_a_subclass() -> None:
+    """A dataclass or NamedTuple without an `__init__` is built from its annotated fields
+    (ClassVar left out; one with a default may be left out); an abstract class's method is
+    called on a subclass that inherits it (not on one that overrides it), and the allow-list
+    reads that call as a call of the method."""
+    found = candidate_calls(RECORDS_MODULE, "scaled")
+    settings = {c.arguments.split("), ")[0] + ")" for c in found}
+    shape = r"Settings\(-?\d+(, step=-?\d+)?(, tags=\[[\d, ]*\])?\)"  # never `registry`
+    assert settings and all(re.fullmatch(shape, text) for text in settings), settings
+    pairs = {c.arguments for c in candidate_calls(RECORDS_MODULE, "joined")}
+    assert pairs and all(re.fullmatch(r"Pair\('.*', '.*'\)", text) for text in pairs), pairs
+    on = candidate_calls(RECORDS_MODULE, "Counter.add")
+    assert on and all(str(c.instance).startswith("Plain(Settings(") for c in on), on
+    assert all(allowed(c, "Counter.add", RECORDS_MODULE) for c in on)
+    wrong = Candidate("1", "Own(Settings(8))", "types")
+    assert allowed(wrong, "Counter.add", RECORDS_MODULE)  # a subclass: the allow-list reads it
+    assert not allowed(Candidate("1", "Pair('a', 'b')", "types"), "Counter.add", RECORDS_MODULE)
+
+
+def test_a_modules_own_constructor_calls_build_its_classes() -> None:
+    """How the module itself builds a class (a constant, an enum of configurations) is how
+    its methods' tests build it, before values of the constructor's types."""
+    source = RECORDS_MODULE + "\n\nPRESET = Settings(width=4, step=3)\n"
+    found = candidate_calls(source, "scaled")
+    assert found[0].arguments.startswith("Settings(width=4, step=3), "), found[0]
 
 
 def test_special_methods_get_their_docstring_calls_and_another_instance() -> None:

@@ -436,3 +436,50 @@ def test_diff_shows_the_same_set(
     assert count["status"] == "failed" and count["changes"] == []
     assert count["error"]["code"] == "not_done"
     assert report["summary"]["agents"]["gen"]["not_done"] == 1
+
+
+def test_a_dropped_file_is_remembered_by_the_cache_until_asked_again(
+    tmp_path: Path,
+    agent: Agent,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The job whose file failed in company is stored as dropped: the second run answers it
+    from the cache with the same reason, and its check runs the other files once (one
+    round, not a second round to find the same file again); `--retry-not-done` asks it again,
+    and the check drops it again."""
+    project = project_with_agent(tmp_path, agent.source.parent)
+    monkeypatch.chdir(project)
+
+    def run(*extra: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        events = tmp_path / "events.jsonl"
+        events.unlink(missing_ok=True)
+        flags = ["--agents", "gen", "--format", "json", "--events", str(events)]
+        with ScriptedModelServer(rule=model) as server:
+            code = main(["analyze", "m.py", *flags, "--base-url", server.base_url, *extra])
+        assert code == 1
+        report = json.loads(capsys.readouterr().out)
+        checked = [
+            record
+            for line in events.read_text().splitlines()
+            if (record := json.loads(line))["event"] == "suite_checked"
+        ]
+        return report, checked
+
+    first, (first_check,) = run()
+    second, (second_check,) = run()
+    dropped = [r for r in first["results"] if r["node"]["name"] == "count"]
+    again = [r for r in second["results"] if r["node"]["name"] == "count"]
+    assert dropped[0]["status"] == "failed" and "changes state" in dropped[0]["summary"]
+    assert [{k: r[k] for k in ("status", "summary", "error")} for r in again] == [
+        {k: r[k] for k in ("status", "summary", "error")} for r in dropped
+    ]
+    assert (first_check["rounds"], len(first_check["files"])) == (2, 3)
+    assert (second_check["rounds"], second_check["files"]) == (
+        1,
+        ["tests/test_m_add.py", "tests/test_m_double.py"],
+    )
+    assert second["summary"]["agents"]["gen"]["not_done"] == 1
+    retried, (retried_check,) = run("--retry-not-done")
+    assert (retried_check["rounds"], len(retried_check["files"])) == (2, 3)
+    assert [r["status"] for r in retried["results"] if r["node"]["name"] == "count"] == ["failed"]

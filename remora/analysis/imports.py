@@ -103,8 +103,13 @@ def import_check(
     for module, error in sorted(set(broken.values())):
         count = sum(1 for result in skip.values() if broken[result.node.file][0] == module)
         warn(
-            f"{module} does not import in the project's Python {commands.python}: {error}; its "
-            f"{count} job{'s' if count != 1 else ''} that need it are skipped. Install the "
-            "project's dependencies in that environment, or set sandbox.commands.python"
+            f"{module} does not import in the project's Python {commands.python}: {error}; "
+            + (
+                f"its {count} jobs that need it are skipped"
+                if count != 1
+                else "its one job that needs it is skipped"
+            )
+            + ". Install the project's dependencies in that environment, or set "
+            "sandbox.commands.python"
         )
     return skip

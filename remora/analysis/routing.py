@@ -10,6 +10,7 @@ from remora.analysis.filters import ResultFilters
 from remora.analysis.request import AnalysisHooks, AnalyzeRequest
 from remora.analysis.setup import RunSetup
 from remora.analysis.suite import awaits_check, check_suites, checked_agents
+from remora.cache.store import ResultCache
 from remora.events import Events
 from remora.findings.results import JobResult
 from remora.jobs.job import Job
@@ -67,10 +68,16 @@ class ResultRoutes:
             )
         self.hooks.result(result)
 
-    async def suite_check(self, results: list[JobResult], root: Path) -> list[JobResult]:
-        """The suite check, a stage of its own: the results it held back, made final."""
+    async def suite_check(
+        self, results: list[JobResult], root: Path, cache: ResultCache | None
+    ) -> list[JobResult]:
+        """The suite check, a stage of its own: the results it held back, made final. A job
+        whose file it dropped is stored as dropped (not done, with the reason): later runs do
+        not write that file, nor spend a round of the check finding it again, until the
+        function changes or `--retry-not-done` asks again. A file is only ever left out this
+        way, never written on an earlier run's word."""
         held = [i for i, result in enumerate(results) if awaits_check(result, self.together)]
-        results = await check_suites(
+        checked = await check_suites(
             results,
             self.run.agents,
             root=root,
@@ -78,6 +85,11 @@ class ResultRoutes:
             events=self.events,
             hooks=self.hooks,
         )
+        agents = {agent.name: agent for agent in self.run.agents}
         for index in held:
-            self.final(results[index])
-        return results
+            if cache is not None and checked[index] is not results[index]:
+                cache.put(agents[checked[index].agent], checked[index], root)
+            self.final(checked[index])
+        if cache is not None:
+            cache.flush()
+        return checked

@@ -88,7 +88,7 @@ async def analyze(
     results = merged(plan.jobs, ran, skip, routes.finished, events)
     # And Ctrl-C while jobs were answered from the cache, before the report is written.
     await anyio.lowlevel.checkpoint()
-    results = await routes.suite_check(results, plan.root)
+    results = await routes.suite_check(results, plan.root, cache)
     if routes.cached:
         hooks.say(f"{routes.cached} of {len(plan.jobs)} jobs answered from the cache")
     said = baseline.report(request.baseline, results) if baseline and request.baseline else None

@@ -18,8 +18,9 @@ the files sorted (as pytest would collect them), and reversed. A round drops:
 Rounds repeat until both orders pass, or no generated file is left, at most `ROUNDS` times; a set
 still failing after them is not verified, and none of it is written. A dropped job ends
 `not_done` (status failed) with its reason as summary and error, without its changes (neither
-`--diff` nor `--fix` sees them); its findings stay. When a session says nothing (pytest timed
-out, the sandbox failed, pytest could not run), the project's generated files are not verified:
+`--diff` nor `--fix` sees them); its findings stay, and the result cache stores it so
+(routing.py). When a session says nothing (pytest timed out, the sandbox failed, pytest could
+not run), the project's generated files are not verified:
 their jobs end as errors (`command_timeout`, `sandbox_crashed`, `tool_environment`), not
 written, with one warning: precision first, a set that was not verified is never written.
 

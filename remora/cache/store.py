@@ -9,7 +9,8 @@ read besides the node: the versions of the allowed programs (`sandbox.commands.a
 (`sandbox.commands.config_files`) in the node's folder and every folder above it up to the
 project root. Every finished job is stored: a
 success, and a job that ran to its end without one (`not_done`, the turn limit, bad replies, low
-confidence), which the same model with the same seeds would answer again the same way;
+confidence), which the same model with the same seeds would answer again the same way, and a
+job whose test file the suite check dropped (stored after the check, as dropped);
 `retry_not_done` asks those again. Never stored: environment and model errors, a job that ran
 out of time (the machine's speed, not the answer), skipped jobs. Findings are stored relative to
 the node's first line so a hit still points at the right lines after the code moved. A result

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from remora.tool_library.call_sites import call_sites
 from remora.tool_library.callable_values import refusal
+from remora.tool_library.class_shapes import MAPPING_CONTENTS, collection_contents
 from remora.tool_library.code_literals import literals, words
 from remora.tool_library.doctest_examples import (
     Example,
@@ -31,7 +33,6 @@ from remora.tool_library.parameter_values import (
     InstanceFactory,
     Parameter,
     call_arguments,
-    call_sites,
     fill_pools,
     parameters_of,
 )
@@ -78,11 +79,21 @@ def candidate_calls(
     if definition is None:
         raise ValueError(f"{target} is not defined at the top level of the module")
     parameters = parameters_of(definition, method=bool(owner))
-    factory = InstanceFactory(classes, project_sources, constructors, module.constructions)
+    # Constructor calls written in the module itself count too (an enum of configurations,
+    # a module constant): they are how its author builds its classes.
+    written = {**project_sources, "": source}
+    factory = InstanceFactory(classes, written, constructors, module.constructions)
     factory.callables = lambda init, cls, found: refusal(init, cls, found, tree)
     instances: list[str | None] = [None]
     if owner:
         instances = list(factory.instances(owner)) or [f"{owner}()"]
+        # A subclass's instance (the owner is abstract) only where it inherits the method:
+        # an override's test would be no test of this code.
+        instances = [
+            text
+            for text in instances
+            if not overrides(classes, str(text).split("(", 1)[0], owner, name)
+        ] or [f"{owner}()"]
     found: list[Candidate] = []
 
     def add(arguments: str, origin: str, instance: str | None = None) -> None:
@@ -97,6 +108,8 @@ def candidate_calls(
     for arguments in proposals:
         add(arguments, "model", instances[0])
     fill_pools(parameters, definition, tree, classes, factory, module.values)
+    if owner and parameters and collection_contents(classes[owner], classes) == [MAPPING_CONTENTS]:
+        held_keys(name, parameters)
     refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
     for arguments, origin in combinations(parameters):
         for instance in instances[:3]:
@@ -145,6 +158,28 @@ def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef 
     # one a redefinition left in force.
     found = [node for node in body if isinstance(node, ast.FunctionDef) and node.name == name]
     return found[-1] if found else None
+
+
+def overrides(classes: Mapping[str, ast.ClassDef], receiver: str, owner: str, name: str) -> bool:
+    """Whether `receiver`, a subclass of `owner`, defines the method `name` itself."""
+    node = classes.get(receiver)
+    if receiver == owner or node is None:
+        return False
+    return any(isinstance(m, ast.FunctionDef) and m.name == name for m in node.body)
+
+
+KEY_METHODS = frozenset(
+    {"__getitem__", "__setitem__", "__delitem__", "__contains__", "get", "pop", "setdefault"}
+)
+KEY_NAMES = frozenset({"key", "k", "name", "item"})
+
+
+def held_keys(method: str, parameters: list[Parameter]) -> None:
+    """A mapping built holding MAPPING_CONTENTS is asked for a key it holds first, and one it
+    does not after: `d['a']` reads a value where `d[1]` only raised KeyError."""
+    first = parameters[0]
+    if method in KEY_METHODS or first.name in KEY_NAMES:
+        first.pool = list(dict.fromkeys(["'a'", *first.pool[:2], "'z'"]))
 
 
 def combinations(parameters: list[Parameter]) -> list[tuple[str, str]]:

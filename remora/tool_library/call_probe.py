@@ -18,6 +18,7 @@ constructors of the module's classes) before it got here.
 """
 
 import ast
+import collections.abc
 import contextlib
 import importlib
 import inspect
@@ -173,6 +174,9 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
             value = function(*args, **kwargs)
             iterated = request.get("method") in ("__iter__", "__reversed__")
             consumed = inspect.isgenerator(value) or (iterated and hasattr(value, "__next__"))
+            # A mapping's keys(), values() and items() (dict_keys, ItemsView): what they hold,
+            # in the mapping's order, is their behaviour; their repr reads back as nothing.
+            consumed = consumed or isinstance(value, collections.abc.MappingView)
             if consumed:  # a generator's behaviour is what it yields: a test lists it
                 value = list(itertools.islice(value, GENERATED_ITEMS + 1))
         finally:
@@ -301,9 +305,9 @@ VALUE_TYPES = {"datetime": ("date", "datetime", "time", "timedelta", "timezone")
 
 def constructed(value, module):
     """(code, the module's classes it names) for a value its repr builds again: a standard value
-    type's (`Decimal('1.5')`), a member of one of the module's enums (`Color.RED`), a named
-    tuple or eq dataclass of the module (`Point(x=1, y=2)`); None unless that code, evaluated
-    with only those names, gives back an equal value of the same type."""
+    type's (`Decimal('1.5')`), a member of one of the module's enums (`Color.RED`), an object of
+    one of the module's classes (a named tuple, an eq dataclass: `Point(x=1, y=2)`); None unless
+    that code, evaluated with only those names, gives back an equal value of the same type."""
     import enum
 
     kind, names = type(value), {"datetime": importlib.import_module("datetime")}
@@ -318,9 +322,9 @@ def constructed(value, module):
             return None
         text = kind.__name__ + "." + value.name
     else:
-        params = getattr(kind, "__dataclass_params__", None)
-        record = hasattr(kind, "_fields") or bool(params is not None and params.eq)
-        if not (owned and record) and kind.__name__ not in VALUE_TYPES.get(kind.__module__, ()):
+        # Any class of the module whose repr builds an equal value (a record, an immutable
+        # mapping's `frozendict({'a': 1})`): the evaluation below decides, not its kind.
+        if not owned and kind.__name__ not in VALUE_TYPES.get(kind.__module__, ()):
             return None
         text = safe_repr(value)
     try:

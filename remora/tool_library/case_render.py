@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from remora.tool_library.call_forms import STATEMENTS, is_operator, method_call, negated
 from remora.tool_library.case_checks import VALUE_IMPORTS, code_name, used_names, writable
 from remora.tool_library.case_names import describe, instance_variable, named_test, snake
 
@@ -82,59 +83,6 @@ def render_tests(
             used.add(name)
             tests.append(one)
     return tests
-
-
-PROTOCOL = {
-    "__len__": "len({0})",
-    "__iter__": "list({0})",
-    "__reversed__": "list(reversed({0}))",
-    "__repr__": "repr({0})",
-    "__str__": "str({0})",
-    "__bool__": "bool({0})",
-    "__getitem__": "{0}[{1}]",
-    "__contains__": "{1} in {0}",
-    "__eq__": "{0} == {1}",
-    # Operators that bind tighter than `==`: `x | y == z` compares the union.
-    "__and__": "{0} & {1}",
-    "__or__": "{0} | {1}",
-    "__sub__": "{0} - {1}",
-    "__xor__": "{0} ^ {1}",
-}
-"""Special methods a test calls the way code does: `len(items)`, not `items.__len__()`."""
-
-
-def method_call(variable: str, method: str, arguments: Sequence[str]) -> str:
-    form = PROTOCOL.get(method)
-    if form is None or len(arguments) > (1 if "{1}" in form else 0) or "=" in "".join(arguments):
-        return f"{variable}.{method}({', '.join(arguments)})"
-    if method == "__getitem__":
-        arguments = [subscript_text(argument) for argument in arguments]
-    return form.format(variable, *arguments)
-
-
-def subscript_text(argument: str) -> str:
-    """`slice(1, 3)` as an index is written `1:3` (`slice(None)`: `:`); anything else as is."""
-    try:
-        node = ast.parse(argument, mode="eval").body
-    except SyntaxError:
-        return argument
-    if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "slice"):
-        return argument
-    parts = ["" if ast.unparse(part) == "None" else ast.unparse(part) for part in node.args]
-    if len(parts) == 1:  # slice(stop)
-        parts = ["", parts[0]]
-    text = ":".join(parts[:2])
-    return f"{text}:{parts[2]}" if len(parts) == 3 and parts[2] else text
-
-
-def is_operator(call: str) -> bool:
-    return " in " in call or " == " in call
-
-
-def negated(call: str) -> str:
-    return (
-        call.replace(" in ", " not in ", 1) if " in " in call else call.replace(" == ", " != ", 1)
-    )
 
 
 def plain_return(seen: Mapping[str, Any]) -> bool:
@@ -214,7 +162,7 @@ def render_table(
         call = f"({call})"
     floats = any(row["seen"].get("type") == "float" for row in rows)
     lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")
-    used = [owner or method, *used_names(str(first.get("instance") or ""))]
+    used = [*([] if owner else [method]), *used_names(str(first.get("instance") or ""))]
     imports: list[str] = []
     for row in rows:
         used += used_names(str(row["candidate"]["arguments"]))
@@ -292,6 +240,14 @@ def render_one(
             match = f", match={pattern_literal(message)}"
         lines.append(f"    with pytest.raises({exception}{match}):")
         lines.append(f"        {call}")
+    elif method in STATEMENTS and owner and not call.startswith(variable + "."):
+        if seen.get("value") != "None" or not (seen.get("instance") or variables):
+            return None  # a statement whose effect no assertion can see: no test
+        lines.append(f"    {call}")
+        for parameter in variables:
+            lines.append(f"    assert {parameter} == {mutated[parameter]}")
+        for attribute, text in list((seen.get("instance") or {}).items())[:MAX_STATE_ASSERTS]:
+            lines.append(f"    assert {variable}.{attribute} == {text}")
     else:
         value = seen.get("value")
         if value is not None and seen.get("type") == "float":
@@ -326,7 +282,13 @@ def finished(
     names: list[str],
     uses_pytest: bool,
 ) -> dict[str, Any]:
-    names = [owner or method, *used_names(str(candidate.get("instance") or "")), *names]
+    # A method's test names the class that built its instance (a subclass, for an abstract
+    # owner): importing the owner too would be an unused import.
+    names = [
+        *([] if owner else [method]),
+        *used_names(str(candidate.get("instance") or "")),
+        *names,
+    ]
     names += used_names(str(candidate["arguments"]))
     return {
         "name": name,

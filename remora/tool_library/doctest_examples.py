@@ -12,7 +12,7 @@ import ast
 import doctest
 from collections.abc import Iterable
 
-from remora.tool_library.parameter_values import arguments_text, is_value, keyword_values
+from remora.tool_library.call_sites import arguments_text, is_value, keyword_values
 
 OPERATOR_METHODS: dict[type[ast.cmpop], str] = {ast.In: "__contains__", ast.NotIn: "__contains__"}
 """Comparisons whose left operand is the argument of the right one's special method."""

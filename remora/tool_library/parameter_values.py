@@ -15,8 +15,14 @@ import ast
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
+from remora.tool_library.call_sites import call_sites
+from remora.tool_library.class_shapes import (
+    abstract,
+    base_names,
+    collection_contents,
+    inherited_init,
+)
 from remora.tool_library.code_literals import compared_literals, docstring_strings, literals, words
 
 POOL_SIZE = 10
@@ -146,70 +152,6 @@ def decorator_names(definition: ast.FunctionDef) -> set[str]:
     return {ast.unparse(decorator) for decorator in definition.decorator_list}
 
 
-def call_sites(name: str, method: bool, sources: Mapping[str, str]) -> list[str]:
-    """The argument texts of calls of `name` (as `x.name(...)` for a method) in `sources`
-    whose arguments are literals or constructors: the calls people actually write."""
-    found: list[str] = []
-    for path in sorted(sources):
-        for text in value_calls(sources[path]).get(("method" if method else "function", name), ()):
-            if text not in found:
-                found.append(text)
-    return found
-
-
-@lru_cache(maxsize=1024)
-def value_calls(source: str) -> dict[tuple[str, str], tuple[str, ...]]:
-    """Every call in `source` whose arguments are all values (`is_value`), as its argument
-    text, in `ast.walk` order, by what it calls: ("function", name) for `name(...)`,
-    ("method", name) for `x.name(...)`; {} when the text does not parse. Parsed once per
-    text: every test and sample_data job of a run looks for its function's call sites in the
-    same project files (a method's, and its class's constructor's)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return {}
-    found: dict[tuple[str, str], list[str]] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if isinstance(func, ast.Attribute):
-            key = ("method", func.attr)
-        elif isinstance(func, ast.Name):
-            key = ("function", func.id)
-        else:
-            continue
-        if all(is_value(arg) for arg in [*node.args, *keyword_values(node)]):
-            found.setdefault(key, []).append(arguments_text(node))
-    return {key: tuple(texts) for key, texts in found.items()}
-
-
-def keyword_values(node: ast.Call) -> list[ast.expr]:
-    return [keyword.value for keyword in node.keywords if keyword.arg is not None]
-
-
-def is_value(node: ast.expr) -> bool:
-    """A literal, a container of them, or a call of a capitalized name (a constructor): what
-    the allow-list may accept; it has the last word."""
-    if isinstance(node, ast.Call):
-        return (
-            isinstance(node.func, ast.Name)
-            and node.func.id[:1].isupper()
-            and all(is_value(arg) for arg in [*node.args, *keyword_values(node)])
-        )
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, RecursionError):
-        return False
-    return True
-
-
-def arguments_text(node: ast.Call) -> str:
-    parts = [ast.unparse(arg) for arg in node.args]
-    parts += [f"{keyword.arg}={ast.unparse(keyword.value)}" for keyword in node.keywords]
-    return ", ".join(parts)
-
-
 class InstanceFactory:
     """Constructor calls of the module's classes: from call sites, the model's completions and
     the constructor's own parameters (one level deep)."""
@@ -234,6 +176,10 @@ class InstanceFactory:
         node = self.classes.get(name)
         if node is None:
             return []
+        if abstract(node):  # its methods run on what its concrete subclasses build
+            below = [other for other, c in self.classes.items() if name in base_names(c)]
+            built = [text for other in below for text in self.instances(other, depth)]
+            return list(dict.fromkeys(built))[:4]
         # Most trusted first: calls people wrote, then values of the constructor's types (its
         # defaults last: a mutable default is shared by every instance built on it, and so by
         # its methods' tests), then the model's completions, then a bare `C()`.
@@ -241,10 +187,8 @@ class InstanceFactory:
         written += self.examples.get(name, [])
         proposed = list(self.constructors)
         typed: list[str] = []
-        init = next(
-            (m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None
-        )
-        if init is not None and depth == 0:
+        init = inherited_init(node, self.classes)
+        if init is not None and depth <= 1:  # a parameter's class built from its own types too
             parameters = parameters_of(init, method=True)
             shapes = compared_literals(init)
             for parameter in parameters:
@@ -264,6 +208,7 @@ class InstanceFactory:
                     typed.append(f"{name}({', '.join(call_arguments(parameters, second))})")
         proposed = [f"{name}({arguments})" for arguments in proposed]
         bare = [f"{name}()"] if init is None or all_defaulted(init) else []
+        typed += [f"{name}({contents})" for contents in collection_contents(node, self.classes)]
         found = list(dict.fromkeys([*written, *typed, *proposed]))
         found = [text for text in found if not text.endswith("()")] + bare
         return found[:4]

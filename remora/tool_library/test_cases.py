@@ -110,16 +110,19 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
             raise ValueError(f"compare the call with one '==': {function}(...) == expected")
         call, expected = body.left, body.comparators[0]
     if owner:
-        # A method is called on an instance built by the class's constructor, in one case.
+        # A method is called on an instance built by the class's constructor (or by one of
+        # its subclasses in the module: an abstract class is never built itself), in one case.
+        receivers = {owner} | subclasses(source, owner)
         if not (
             isinstance(call, ast.Call)
             and isinstance(call.func, ast.Attribute)
             and call.func.attr == method
             and isinstance(call.func.value, ast.Call)
-            and is_name(call.func.value.func, owner)
+            and isinstance(call.func.value.func, ast.Name)
+            and call.func.value.func.id in receivers
         ):
             raise ValueError(f"the case must be one call {owner}(...).{method}(...)")
-        names = [owner]
+        names = [owner, *({call.func.value.func.id} - {owner})]
         check_arguments(call.func.value, classes, names, top)
     elif not (isinstance(call, ast.Call) and is_name(call.func, function)):
         raise ValueError(f"the case must be one call of {function}(...)")
@@ -180,6 +183,27 @@ def module_definitions(source: str) -> tuple[frozenset[str], frozenset[str]]:
     )
     classes = frozenset(node.name for node in tree.body if isinstance(node, ast.ClassDef))
     return functions, classes
+
+
+@functools.lru_cache(maxsize=32)
+def subclasses(source: str, owner: str) -> frozenset[str]:
+    """The top-level classes of `source` that derive from `owner`, directly or through each
+    other (a base written as a plain name)."""
+    tree = ast.parse(source)
+    bases = {
+        node.name: {ast.unparse(base).split("[", 1)[0] for base in node.bases}
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+    }
+    found: set[str] = set()
+    pending = [owner]
+    while pending:
+        parent = pending.pop()
+        for name, named in bases.items():
+            if parent in named and name not in found and name != owner:
+                found.add(name)
+                pending.append(name)
+    return frozenset(found)
 
 
 def expression(text: str) -> ast.expr:

@@ -1,0 +1,61 @@
+"""How a test writes a call of a method: special methods the way code uses them (`len(x)`,
+`x[1:3]`, `'a' in x`, `x[k] = v`, `del x[k]`), every other method as `x.method(...)`."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+PROTOCOL = {
+    "__len__": "len({0})",
+    "__iter__": "list({0})",
+    "__reversed__": "list(reversed({0}))",
+    "__repr__": "repr({0})",
+    "__str__": "str({0})",
+    "__bool__": "bool({0})",
+    "__getitem__": "{0}[{1}]",
+    "__contains__": "{1} in {0}",
+    "__eq__": "{0} == {1}",
+    # Operators that bind tighter than `==`: `x | y == z` compares the union.
+    "__and__": "{0} & {1}",
+    "__or__": "{0} | {1}",
+    "__sub__": "{0} - {1}",
+    "__xor__": "{0} ^ {1}",
+}
+"""Special methods a test calls the way code does: `len(items)`, not `items.__len__()`."""
+STATEMENTS = {"__setitem__": "{0}[{1}] = {2}", "__delitem__": "del {0}[{1}]"}
+"""Special methods code calls as a statement: their test is what the statement changed."""
+
+
+def method_call(variable: str, method: str, arguments: Sequence[str]) -> str:
+    form = PROTOCOL.get(method) or STATEMENTS.get(method)
+    if form is None or len(arguments) != form.count("{") - 1 or "=" in "".join(arguments):
+        return f"{variable}.{method}({', '.join(arguments)})"
+    if method in ("__getitem__", "__setitem__", "__delitem__"):
+        arguments = [subscript_text(arguments[0]), *arguments[1:]]
+    return form.format(variable, *arguments)
+
+
+def subscript_text(argument: str) -> str:
+    """`slice(1, 3)` as an index is written `1:3` (`slice(None)`: `:`); anything else as is."""
+    try:
+        node = ast.parse(argument, mode="eval").body
+    except SyntaxError:
+        return argument
+    if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "slice"):
+        return argument
+    parts = ["" if ast.unparse(part) == "None" else ast.unparse(part) for part in node.args]
+    if len(parts) == 1:  # slice(stop)
+        parts = ["", parts[0]]
+    text = ":".join(parts[:2])
+    return f"{text}:{parts[2]}" if len(parts) == 3 and parts[2] else text
+
+
+def is_operator(call: str) -> bool:
+    return " in " in call or " == " in call
+
+
+def negated(call: str) -> str:
+    return (
+        call.replace(" in ", " not in ", 1) if " in " in call else call.replace(" == ", " != ", 1)
+    )

@@ -1,0 +1,140 @@
+"""What a class of the module is, read from its syntax tree for building its instances: the
+`__init__` that builds it (its own, the one a dataclass's fields make, or a base's), whether it
+is abstract (built through a subclass), and whether it is a collection that is built holding
+entries (a mapping or a sequence whose constructor passes on what it is given)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+
+MAPPING_BASES = frozenset({"dict", "Mapping", "MutableMapping", "OrderedDict", "UserDict"})
+SEQUENCE_BASES = frozenset(
+    {"list", "set", "frozenset", "Sequence", "MutableSequence", "Set", "MutableSet", "UserList"}
+)
+BUILTIN_COLLECTIONS = frozenset({"dict", "OrderedDict", "UserDict", "list", "set", "frozenset"})
+EMPTY_DEFAULTS = frozenset({"None", "()", "[]", "{}"})
+MAPPING_CONTENTS = "{'a': 3, 'b': 1, 'c': 2}"
+SEQUENCE_CONTENTS = "[3, 1, 2]"
+"""What a collection class is built holding: three entries out of order, so a test tells a
+heap, a sort or an insertion order from the others, and the empty instance from a full one."""
+
+
+def collection_contents(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[str]:
+    """The argument that builds a populated instance of a mapping or sequence class (a base
+    of dict, Mapping, list, Set..., here or in a class of the module it derives from) whose
+    constructor passes on what it is given (`*args`: `self.update(*args, **kw)`,
+    `dict(*args, **kwargs)`; or optional initial contents, `data=None`; or a builtin base's
+    own); empty for other classes. Without it a container's methods were
+    only ever called on an empty one (heapdict's popitem: only its IndexError)."""
+    kind, seen, pending = "", set(), [node]
+    constructor: ast.FunctionDef | None = None
+    while pending and not kind:
+        current = pending.pop()
+        seen.add(current.name)
+        if constructor is None:
+            constructor = constructor_of(current)
+        for base_name in sorted(base_names(current)):
+            if base_name in MAPPING_BASES:
+                kind = MAPPING_CONTENTS
+            elif base_name in SEQUENCE_BASES:
+                kind = SEQUENCE_CONTENTS
+            elif base_name in classes and base_name not in seen:
+                pending.append(classes[base_name])
+    if not kind:
+        return []
+    if constructor is None:  # the base's: dict(m), list(s) take it; an ABC's object() does not
+        return [kind] if base_names(node) & BUILTIN_COLLECTIONS else []
+    positional = [*constructor.args.posonlyargs, *constructor.args.args][1:]
+    optional = positional and len(positional) == len(constructor.args.defaults)
+    first_default = ast.unparse(constructor.args.defaults[0]) if optional else ""
+    passes_on = constructor.args.vararg is not None or first_default in EMPTY_DEFAULTS
+    return [kind] if passes_on else []
+
+
+def constructor_of(node: ast.ClassDef) -> ast.FunctionDef | None:
+    """The class's own `__init__`, else its `__new__` (the last definition: the implementation
+    after `@overload` signatures)."""
+    for wanted in ("__init__", "__new__"):
+        found = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == wanted]
+        if found:
+            return found[-1]
+    return None
+
+
+def inherited_init(
+    node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]
+) -> ast.FunctionDef | None:
+    """The `__init__` that builds the class: its own, the one its fields make (a dataclass), or
+    the nearest one of the module's classes it derives from (`Plain(Counter)` is built as
+    `Counter.__init__` says)."""
+    seen: set[str] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop(0)
+        seen.add(current.name)
+        own = [m for m in current.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"]
+        found = own[-1] if own else fields_init(current)
+        if found is not None:
+            return found
+        for base in current.bases:  # in the order Python's method resolution takes them
+            name = ast.unparse(base.value if isinstance(base, ast.Subscript) else base)
+            name = name.rsplit(".", 1)[-1]
+            if name in classes and name not in seen:
+                pending.append(classes[name])
+    return None
+
+
+def abstract(node: ast.ClassDef) -> bool:
+    """Whether the class declares an abstract method (`@abstractmethod`): it cannot be built."""
+    return any(
+        ast.unparse(decorator).rsplit(".", 1)[-1] == "abstractmethod"
+        for member in node.body
+        if isinstance(member, ast.FunctionDef)
+        for decorator in member.decorator_list
+    )
+
+
+def base_names(node: ast.ClassDef) -> set[str]:
+    """The last names of the class's bases (`Mapping[K, V]` and `abc.ABC` as `Mapping`, `ABC`)."""
+    return {
+        ast.unparse(base.value if isinstance(base, ast.Subscript) else base).rsplit(".", 1)[-1]
+        for base in node.bases
+    }
+
+
+RECORD_DECORATORS = frozenset({"dataclass", "define", "frozen", "mutable", "s", "attrs"})
+
+
+def fields_init(node: ast.ClassDef) -> ast.FunctionDef | None:
+    """The `__init__` a dataclass, an attrs class or a NamedTuple gets from its annotated
+    fields (ClassVar left out; a default, `field(...)` included, kept as written), as if
+    written out: their constructors take the fields (crc's `Configuration(width, polynomial,
+    ...)` was built bare, and every class holding one failed to build)."""
+    decorators = {
+        ast.unparse(d.func if isinstance(d, ast.Call) else d).rsplit(".", 1)[-1]
+        for d in node.decorator_list
+    }
+    if not (decorators & RECORD_DECORATORS or "NamedTuple" in base_names(node)):
+        return None
+    required, optional = [], []
+    for statement in node.body:
+        if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
+            continue
+        kind = ast.unparse(statement.annotation)
+        if kind.split("[", 1)[0].rsplit(".", 1)[-1] == "ClassVar":
+            continue
+        written = f"{statement.target.id}: {kind}"
+        if statement.value is None:
+            required.append(written)
+        else:
+            optional.append(f"{written} = {ast.unparse(statement.value)}")
+    if not required and not optional:
+        return None
+    # Fields with defaults after those without, as a dataclass requires them to be written.
+    source = f"def __init__(self, {', '.join([*required, *optional])}): pass"
+    try:
+        function = ast.parse(source).body[0]
+    except SyntaxError:
+        return None
+    return function if isinstance(function, ast.FunctionDef) else None
