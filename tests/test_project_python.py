@@ -89,7 +89,10 @@ def test_a_project_that_does_not_import_is_said_once_and_its_jobs_skipped(
     assert f"project Python: {sys.executable} (sandbox.commands.python)" in said
     for module in ("app", "other"):
         assert said.count(f"{module} does not import in the project's Python") == 1
-    assert "ModuleNotFoundError: No module named 'shoutlib'; its one job that needs it is skipped" in said
+    assert (
+        "ModuleNotFoundError: No module named 'shoutlib'; its one job that needs it is skipped"
+        in said
+    )
     assert [(r["status"], r["error"]["code"]) for r in report["results"]] == [
         ("skipped", "project_not_importable"),
         ("skipped", "project_not_importable"),
