@@ -780,6 +780,49 @@ def test_a_collection_is_tested_holding_entries(
     assert code == 1
 
 
+CALLED_MODULE = """\
+class Shout:
+    def __init__(self, mark: str = "!"):
+        self.mark = mark
+
+    def __call__(self, text):
+        return text.upper() + self.mark
+
+
+def framed(label):
+    return "[" + label + "]"
+
+
+def depth(tree):
+    if not isinstance(tree, dict) or not tree:
+        return 0
+    return 1 + max(depth(child) for child in tree.values())
+"""
+
+
+def test_an_instance_is_called_text_is_joined_and_trees_are_nested(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`__call__` is tested the way code uses it (`shout('abc')`); a parameter joined with a
+    string literal is text, not a number; an unannotated parameter is also given a tree of
+    mappings, so code that walks nested dicts gets past their first level."""
+    (demo / "inventory" / "called.py").write_text(CALLED_MODULE)
+    code, report, _ = analyze("inventory/called.py", {}, capsys, "--fix")
+    results = by_function(report)
+    for name in ("Shout.__call__", "framed", "depth"):
+        assert results[name]["status"] == "success", (name, results[name]["summary"])
+    called = (demo / "tests" / "test_called_Shout___call__.py").read_text()
+    assert re.search(r"assert shout\((text|'[^']*')\) == (expected|'[^']*!')", called), called
+    assert "__call__(" not in called.split('"""', 2)[2]
+    framed = (demo / "tests" / "test_called_framed.py").read_text()
+    assert "('abc', '[abc]')" in framed or "framed('abc') == '[abc]'" in framed, framed
+    nested = (demo / "tests" / "test_called_depth.py").read_text()
+    assert "{'a': {'b': {}, 'c': {'d': {}}}}" in nested and ", 3)" in nested, nested
+    done = pytest_direct(demo / "tests", cwd=demo.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert code == 1
+
+
 CALLABLES_MODULE = """\
 def double(value):
     return value * 2

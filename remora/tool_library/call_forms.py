@@ -28,6 +28,8 @@ STATEMENTS = {"__setitem__": "{0}[{1}] = {2}", "__delitem__": "del {0}[{1}]"}
 
 
 def method_call(variable: str, method: str, arguments: Sequence[str]) -> str:
+    if method == "__call__":  # an instance called as the function it is: `render(tree)`
+        return f"{variable}({', '.join(arguments)})"
     form = PROTOCOL.get(method) or STATEMENTS.get(method)
     if form is None or len(arguments) != form.count("{") - 1 or "=" in "".join(arguments):
         return f"{variable}.{method}({', '.join(arguments)})"

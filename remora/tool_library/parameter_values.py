@@ -30,6 +30,7 @@ POOL_SIZE = 10
 VARIATIONS = 36
 """Values tried across all parameters: a function of one or two parameters tries more of each."""
 
+TREE = "{'a': {'b': {}, 'c': {'d': {}}}}"
 TYPE_VALUES: dict[str, list[str]] = {
     "int": ["3", "10", "0", "-2", "1"],
     "float": ["2.5", "10.0", "0.0", "-1.5"],
@@ -40,16 +41,18 @@ TYPE_VALUES: dict[str, list[str]] = {
     "list": ["[1, 2, 3]", "[]", "['a', 'b']"],
     "tuple": ["(1, 2)", "()"],
     "set": ["{1, 2}", "{'a'}"],
-    # A mapping of sets too: graphs and dependency tables are dicts whose values are collections.
-    "dict": ["{'a': 1, 'b': 2}", "{}", "{1: {2, 3}, 2: {3}, 3: {4}}", "{1: {2}, 2: {1}}"],
+    # A mapping of sets too: graphs and dependency tables are dicts whose values are collections;
+    # and a tree of mappings (JSON-like data, nested configuration).
+    "dict": ["{'a': 1, 'b': 2}", "{}", "{1: {2, 3}, 2: {3}, 3: {4}}", "{1: {2}, 2: {1}}", TREE],
     "none": ["None"],
 }
 """Values by the annotation's outer type (after `Optional`, `Sequence` ... are read as their
 plain container)."""
 INDEX_VALUES = ["1", "0", "-1", "slice(1, 3)", "slice(None)"]
 """Values for `__getitem__`'s index when it is not annotated otherwise: positions, slices."""
-UNTYPED = ["3", "'abc'", "[1, 2]", "0", "None", "{'a': 1}"]
-"""Values for a parameter with neither annotation nor default."""
+UNTYPED = ["3", "'abc'", "[1, 2]", "0", "None", "{'a': 1}", TREE]
+"""Values for a parameter with neither annotation nor default (the last a tree of mappings:
+JSON-like data and trees are nested dicts, where `{'a': 1}` only reaches the top level)."""
 ALIASES = {
     "sequence": "list",
     "iterable": "list",
@@ -136,9 +139,11 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
             elif attribute in LIST_METHODS:
                 found.setdefault(name, "list")
         elif isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod):
-            for operand in (node.left, node.right):
-                if isinstance(operand, ast.Name):
-                    found.setdefault(operand.id, "int")
+            for operand, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(operand, ast.Name):  # `"  +--" + label` joins text, not numbers
+                    value = other.value if isinstance(other, ast.Constant) else None
+                    kind = type(value).__name__ if isinstance(value, str | bytes) else "int"
+                    found.setdefault(operand.id, kind)
         elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name):
             found.setdefault(node.iter.id, "list")
     return found
