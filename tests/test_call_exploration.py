@@ -25,6 +25,7 @@ from remora.tool_library.call_candidates import Candidate, candidate_calls
 from remora.tool_library.call_selection import select_calls
 from remora.tool_library.case_render import pattern_literal, render_tests
 from remora.tool_library.characterize import allowed, branches_left
+from remora.tool_library.class_shapes import abstract, inherited_init, overrides
 
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 TEMPERATURES = [0.0, 0.7, 1.0]
@@ -791,3 +792,70 @@ def test_branches_left_reads_the_branch_arcs_of_the_targets_lines() -> None:
     assert not branches_left(source, [1, 4], chosen(low, high))
     assert not branches_left(source, [7, 8], chosen([[-7, 8], [8, -7]]))  # nothing to branch
     assert branches_left(source, [7, 8], [])  # nothing chosen: nothing to pin yet
+
+
+HIERARCHY_MODULE = """\
+import abc
+from dataclasses import dataclass, field
+from base import Node
+
+
+class Node(Node):
+    @abc.abstractmethod
+    def run(self): ...
+
+
+class Owner(abc.ABC):
+    @abc.abstractmethod
+    def weight(self) -> int: ...
+
+    def add(self, value: int) -> int:
+        return value + self.weight()
+
+
+class Mid(Owner):
+    def add(self, value: int) -> int:
+        return -value
+
+
+class Leaf(Mid):
+    def weight(self) -> int:
+        return 1
+
+
+class Half(Owner):
+    pass
+
+
+@dataclass
+class Base:
+    width: int
+
+
+@dataclass
+class Sized(Base):
+    step: int = 1
+    cache: dict = field(init=False, default_factory=dict)
+
+
+def rule(width):
+    return "-" * width
+"""
+
+
+def test_class_hierarchies_are_read_without_loops_and_overrides_on_the_way_count() -> None:
+    """A base redefined under its own name ends the walk (no recursion); a subclass is no
+    receiver for the owner's method when a class between them overrides it; a subclass that
+    leaves an abstract method unimplemented is abstract too; a dataclass's constructor takes
+    its base record's fields first and never an `init=False` field; `"-" * width` is no text."""
+    assert all(c.instance == "Node()" for c in candidate_calls(HIERARCHY_MODULE, "Node.run"))
+    tree = ast.parse(HIERARCHY_MODULE)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    assert overrides(classes, "Leaf", "Owner", "add")
+    assert not overrides(classes, "Half", "Owner", "add")
+    assert abstract(classes["Half"], classes) and not abstract(classes["Leaf"], classes)
+    init = inherited_init(classes["Sized"], classes)
+    assert init is not None
+    assert ast.unparse(init.args) == "self, width: int, step: int=1"
+    found = candidate_calls(HIERARCHY_MODULE, "rule")
+    assert found and all(c.arguments.lstrip("-").isdigit() for c in found), found

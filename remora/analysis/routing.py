@@ -88,7 +88,9 @@ class ResultRoutes:
         agents = {agent.name: agent for agent in self.run.agents}
         for index in held:
             if cache is not None and checked[index] is not results[index]:
-                cache.put(agents[checked[index].agent], checked[index], root)
+                # A success answered from the cache and dropped now is stored as dropped too.
+                dropped = checked[index].model_copy(update={"cached": False})
+                cache.put(agents[checked[index].agent], dropped, root)
             self.final(checked[index])
         if cache is not None:
             cache.flush()

@@ -21,7 +21,7 @@ from typing import Any
 
 from remora.tool_library.call_sites import call_sites
 from remora.tool_library.callable_values import refusal
-from remora.tool_library.class_shapes import MAPPING_CONTENTS, collection_contents
+from remora.tool_library.class_shapes import MAPPING_CONTENTS, collection_contents, overrides
 from remora.tool_library.code_literals import literals, words
 from remora.tool_library.doctest_examples import (
     Example,
@@ -158,14 +158,6 @@ def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef 
     # one a redefinition left in force.
     found = [node for node in body if isinstance(node, ast.FunctionDef) and node.name == name]
     return found[-1] if found else None
-
-
-def overrides(classes: Mapping[str, ast.ClassDef], receiver: str, owner: str, name: str) -> bool:
-    """Whether `receiver`, a subclass of `owner`, defines the method `name` itself."""
-    node = classes.get(receiver)
-    if receiver == owner or node is None:
-        return False
-    return any(isinstance(m, ast.FunctionDef) and m.name == name for m in node.body)
 
 
 KEY_METHODS = frozenset(

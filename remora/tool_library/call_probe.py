@@ -331,6 +331,8 @@ def constructed(value, module):
         again = eval(text, {"__builtins__": {}, **names, **own})  # the sandbox's own repr
         if len(text) > 300 or type(again) is not kind or again != value:
             return None
+        if again == object():  # an __eq__ that holds for anything: the assertion cannot fail
+            return None
     except Exception:
         return None
     used = {node.id for node in ast.walk(ast.parse(text, mode="eval")) if hasattr(node, "id")}

@@ -53,7 +53,7 @@ def render_tests(
     )
     tests: list[dict[str, Any]] = []
     used: set[str] = set()
-    tables = example_tables(chosen, parameters)
+    tables = example_tables(chosen, parameters) if method not in STATEMENTS else []
     for item in chosen:
         candidate, seen = item["candidate"], item["seen"]
         table = next((rows for rows in tables if rows[0] is item), None)

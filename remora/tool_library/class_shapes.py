@@ -62,73 +62,99 @@ def constructor_of(node: ast.ClassDef) -> ast.FunctionDef | None:
     return None
 
 
+def lineage(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast.ClassDef]:
+    """The class, then the module's classes it derives from, nearest first, each once (bases
+    in the order written; a cycle or a base redefined under its own name ends the walk)."""
+    found: list[ast.ClassDef] = []
+    pending = [node]
+    while pending:
+        current = pending.pop(0)
+        if any(current is seen for seen in found):
+            continue
+        found.append(current)
+        pending += [classes[name] for name in bases_in_order(current) if name in classes]
+    return found
+
+
 def inherited_init(
     node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]
 ) -> ast.FunctionDef | None:
     """The `__init__` that builds the class: its own, the one its fields make (a dataclass), or
     the nearest one of the module's classes it derives from (`Plain(Counter)` is built as
     `Counter.__init__` says)."""
-    seen: set[str] = set()
-    pending = [node]
-    while pending:
-        current = pending.pop(0)
-        seen.add(current.name)
+    for current in lineage(node, classes):
         own = [m for m in current.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"]
-        found = own[-1] if own else fields_init(current)
+        found = own[-1] if own else fields_init(current, classes)
         if found is not None:
             return found
-        for base in current.bases:  # in the order Python's method resolution takes them
-            name = ast.unparse(base.value if isinstance(base, ast.Subscript) else base)
-            name = name.rsplit(".", 1)[-1]
-            if name in classes and name not in seen:
-                pending.append(classes[name])
     return None
 
 
-def abstract(node: ast.ClassDef) -> bool:
-    """Whether the class declares an abstract method (`@abstractmethod`): it cannot be built."""
+def abstract(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> bool:
+    """Whether an `@abstractmethod` of the class or of a module class it derives from is not
+    implemented on the way down to it: then it cannot be built."""
+    first: dict[str, ast.FunctionDef] = {}
+    for current in lineage(node, classes):
+        for member in current.body:
+            if isinstance(member, ast.FunctionDef):
+                first.setdefault(member.name, member)
     return any(
         ast.unparse(decorator).rsplit(".", 1)[-1] == "abstractmethod"
-        for member in node.body
-        if isinstance(member, ast.FunctionDef)
+        for member in first.values()
         for decorator in member.decorator_list
     )
 
 
-def base_names(node: ast.ClassDef) -> set[str]:
-    """The last names of the class's bases (`Mapping[K, V]` and `abc.ABC` as `Mapping`, `ABC`)."""
-    return {
+def overrides(classes: Mapping[str, ast.ClassDef], receiver: str, owner: str, name: str) -> bool:
+    """Whether `receiver`, a subclass of `owner`, or a class between them defines the method
+    `name`: a test on a receiver's instance would then run that code, not the owner's."""
+    node = classes.get(receiver)
+    if node is None or receiver == owner:
+        return False
+    for current in lineage(node, classes):
+        if current.name == owner:
+            return False
+        if any(isinstance(m, ast.FunctionDef) and m.name == name for m in current.body):
+            return True
+    return False
+
+
+def bases_in_order(node: ast.ClassDef) -> list[str]:
+    """The last names of the class's bases as written (`Mapping[K, V]` and `abc.ABC` as
+    `Mapping`, `ABC`)."""
+    return [
         ast.unparse(base.value if isinstance(base, ast.Subscript) else base).rsplit(".", 1)[-1]
         for base in node.bases
-    }
+    ]
+
+
+def base_names(node: ast.ClassDef) -> set[str]:
+    return set(bases_in_order(node))
 
 
 RECORD_DECORATORS = frozenset({"dataclass", "define", "frozen", "mutable", "s", "attrs"})
 
 
-def fields_init(node: ast.ClassDef) -> ast.FunctionDef | None:
+def fields_init(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> ast.FunctionDef | None:
     """The `__init__` a dataclass, an attrs class or a NamedTuple gets from its annotated
-    fields (ClassVar left out; a default, `field(...)` included, kept as written), as if
-    written out: their constructors take the fields (crc's `Configuration(width, polynomial,
-    ...)` was built bare, and every class holding one failed to build)."""
-    decorators = {
-        ast.unparse(d.func if isinstance(d, ast.Call) else d).rsplit(".", 1)[-1]
-        for d in node.decorator_list
-    }
-    if not (decorators & RECORD_DECORATORS or "NamedTuple" in base_names(node)):
-        return None
-    required, optional = [], []
-    for statement in node.body:
-        if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
+    fields (a base record's of the module first; ClassVar and `field(init=False)` left out; a
+    default kept as written), as if written out: their constructors take the fields (crc's
+    `Configuration(width, polynomial, ...)` was built bare, and every class holding one failed
+    to build). None for a class that is no record, or one this reading would get wrong
+    (`init=False`, keyword-only fields)."""
+    required: list[str] = []
+    optional: list[str] = []
+    for current in reversed(lineage(node, classes)):
+        fields = record_fields(current)
+        if fields is None:
+            if current is node:
+                return None
             continue
-        kind = ast.unparse(statement.annotation)
-        if kind.split("[", 1)[0].rsplit(".", 1)[-1] == "ClassVar":
-            continue
-        written = f"{statement.target.id}: {kind}"
-        if statement.value is None:
-            required.append(written)
-        else:
-            optional.append(f"{written} = {ast.unparse(statement.value)}")
+        for written, default in fields:
+            if default is None:
+                required.append(written)
+            else:
+                optional.append(f"{written} = {default}")
     if not required and not optional:
         return None
     # Fields with defaults after those without, as a dataclass requires them to be written.
@@ -138,3 +164,36 @@ def fields_init(node: ast.ClassDef) -> ast.FunctionDef | None:
     except SyntaxError:
         return None
     return function if isinstance(function, ast.FunctionDef) else None
+
+
+def record_fields(node: ast.ClassDef) -> list[tuple[str, str | None]] | None:
+    """The fields a record class's `__init__` takes, `name: type` and the default's text; None
+    when it is no record or takes them another way."""
+    decorators = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+    names = {ast.unparse(d).rsplit(".", 1)[-1] for d in decorators}
+    if not (names & RECORD_DECORATORS or "NamedTuple" in base_names(node)):
+        return None
+    refused = {("init", "False"), ("kw_only", "True")}  # no __init__, or keyword-only fields
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Call) and any(
+            (k.arg, ast.unparse(k.value)) in refused for k in decorator.keywords
+        ):
+            return None
+    fields: list[tuple[str, str | None]] = []
+    for statement in node.body:
+        if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
+            continue
+        kind = ast.unparse(statement.annotation)
+        outer = kind.split("[", 1)[0].rsplit(".", 1)[-1]
+        if outer == "KW_ONLY":
+            return None
+        if outer == "ClassVar":
+            continue
+        value = statement.value
+        if isinstance(value, ast.Call) and any(
+            k.arg == "init" and ast.unparse(k.value) == "False" for k in value.keywords
+        ):
+            continue
+        written = f"{statement.target.id}: {kind}"
+        fields.append((written, None if value is None else ast.unparse(value)))
+    return fields

@@ -140,10 +140,10 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
                 found.setdefault(name, "list")
         elif isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod):
             for operand, other in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(operand, ast.Name):  # `"  +--" + label` joins text, not numbers
+                if isinstance(operand, ast.Name):  # `"  +--" + label` joins text; `"-" * n` not
                     value = other.value if isinstance(other, ast.Constant) else None
-                    kind = type(value).__name__ if isinstance(value, str | bytes) else "int"
-                    found.setdefault(operand.id, kind)
+                    joined = isinstance(node.op, ast.Add) and isinstance(value, str | bytes)
+                    found.setdefault(operand.id, type(value).__name__ if joined else "int")
         elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name):
             found.setdefault(node.iter.id, "list")
     return found
@@ -176,14 +176,22 @@ class InstanceFactory:
         self.callables: Callable[[ast.FunctionDef, ast.ClassDef, list[Parameter]], Refusal]
         self.callables = lambda init, cls, parameters: None
         """Gives a constructor's callable parameters functions (callable_values.refusal)."""
+        self.building: set[str] = set()
+        """The abstract classes whose subclasses are being built (a cycle ends there)."""
 
     def instances(self, name: str, depth: int = 0) -> list[str]:
         node = self.classes.get(name)
         if node is None:
             return []
-        if abstract(node):  # its methods run on what its concrete subclasses build
+        if abstract(node, self.classes):  # its methods run on what its subclasses build
+            if name in self.building:  # a cycle of bases, or a base redefined under its name
+                return []
+            self.building.add(name)
             below = [other for other, c in self.classes.items() if name in base_names(c)]
-            built = [text for other in below for text in self.instances(other, depth)]
+            built = [
+                text for other in below if other != name for text in self.instances(other, depth)
+            ]
+            self.building.discard(name)
             return list(dict.fromkeys(built))[:4]
         # Most trusted first: calls people wrote, then values of the constructor's types (its
         # defaults last: a mutable default is shared by every instance built on it, and so by

@@ -121,7 +121,9 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
             and isinstance(call.func.value.func, ast.Name)
             and call.func.value.func.id in receivers
         ):
-            raise ValueError(f"the case must be one call {owner}(...).{method}(...)")
+            raise ValueError(
+                f"the case must be one call {owner}(...).{method}(...) (or on a subclass of it)"
+            )
         names = [owner, *({call.func.value.func.id} - {owner})]
         check_arguments(call.func.value, classes, names, top)
     elif not (isinstance(call, ast.Call) and is_name(call.func, function)):
@@ -190,8 +192,8 @@ def subclasses(source: str, owner: str) -> frozenset[str]:
     """The top-level classes of `source` that derive from `owner`, directly or through each
     other (a base written as a plain name)."""
     tree = ast.parse(source)
-    bases = {
-        node.name: {ast.unparse(base).split("[", 1)[0] for base in node.bases}
+    bases = {  # last names, as class_shapes.bases_in_order reads them (`pkg.Owner`: Owner)
+        node.name: {ast.unparse(base).split("[", 1)[0].rsplit(".", 1)[-1] for base in node.bases}
         for node in tree.body
         if isinstance(node, ast.ClassDef)
     }
