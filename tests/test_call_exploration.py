@@ -859,3 +859,26 @@ def test_class_hierarchies_are_read_without_loops_and_overrides_on_the_way_count
     assert ast.unparse(init.args) == "self, width: int, step: int=1"
     found = candidate_calls(HIERARCHY_MODULE, "rule")
     assert found and all(c.arguments.lstrip("-").isdigit() for c in found), found
+
+
+def test_a_mapping_built_on_a_base_from_another_module_is_built_holding_entries() -> None:
+    """A base named like a mapping (bidict's `BidirectionalMapping`, imported from its own
+    module) makes the class a mapping, and a constructor it inherits from another module is
+    tried with entries (the probe drops a build that fails); a base that names no collection
+    gives none."""
+    source = (
+        "from ._abc import BidirectionalMapping\n"
+        "from ._base import Base\n\n\n"
+        "class Two(BidirectionalMapping):\n"
+        "    def first(self, key):\n"
+        "        return self[key]\n\n\n"
+        "class Plain(Base):\n"
+        "    def first(self, key):\n"
+        "        return key\n"
+    )
+    two = {c.instance for c in candidate_calls(source, "Two.first")}
+    assert "Two({'a': 3, 'b': 1, 'c': 2})" in two, two
+    assert ("'a'", "Two({'a': 3, 'b': 1, 'c': 2})") in {
+        (c.arguments, c.instance) for c in candidate_calls(source, "Two.first")
+    }
+    assert {c.instance for c in candidate_calls(source, "Plain.first")} == {"Plain()"}

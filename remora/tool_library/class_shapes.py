@@ -34,17 +34,25 @@ def collection_contents(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef])
         seen.add(current.name)
         if constructor is None:
             constructor = constructor_of(current)
-        for base_name in sorted(base_names(current)):
-            if base_name in MAPPING_BASES:
-                kind = MAPPING_CONTENTS
-            elif base_name in SEQUENCE_BASES:
-                kind = SEQUENCE_CONTENTS
-            elif base_name in classes and base_name not in seen:
+        for base_name in bases_in_order(current):
+            if base_name in classes and base_name not in seen:
                 pending.append(classes[base_name])
+            elif base_name in MAPPING_BASES or base_name.endswith(("Mapping", "Dict")):
+                kind = kind or MAPPING_CONTENTS  # bidict's BidirectionalMapping too
+            elif base_name in SEQUENCE_BASES or base_name.endswith(("List", "Sequence", "Set")):
+                kind = kind or SEQUENCE_CONTENTS
     if not kind:
         return []
-    if constructor is None:  # the base's: dict(m), list(s) take it; an ABC's object() does not
-        return [kind] if base_names(node) & BUILTIN_COLLECTIONS else []
+    if constructor is None:
+        # The base's: dict(m), list(s) take it, an ABC's object() does not; a base imported
+        # from another module may (bidict's): the probe tries, and a failed build is dropped.
+        chain = {base for current in lineage(node, classes) for base in base_names(current)}
+        foreign = chain - set(classes) - MAPPING_BASES - SEQUENCE_BASES
+        return (
+            [kind]
+            if chain & BUILTIN_COLLECTIONS or foreign - {"ABC", "Generic", "Protocol"}
+            else []
+        )
     positional = [*constructor.args.posonlyargs, *constructor.args.args][1:]
     optional = positional and len(positional) == len(constructor.args.defaults)
     first_default = ast.unparse(constructor.args.defaults[0]) if optional else ""
