@@ -823,6 +823,38 @@ def test_an_instance_is_called_text_is_joined_and_trees_are_nested(
     assert code == 1
 
 
+PROTOCOL_MODULE = """\
+from typing import Protocol
+
+
+class Sized(Protocol):
+    def size(self) -> int: ...
+
+
+class Box:
+    def __init__(self, items: list | None = None):
+        self.items = items or []
+
+    def size(self) -> int:
+        return len(self.items)
+"""
+
+
+def test_a_protocols_methods_are_types_not_code_to_test(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A method of a typing.Protocol class is skipped with the reason and no TST100 finding;
+    the class that implements it is tested."""
+    (demo / "inventory" / "shapes.py").write_text(PROTOCOL_MODULE)
+    _, report, _ = analyze("inventory/shapes.py", {}, capsys)
+    results = by_function(report)
+    stub = results["Sized.size"]
+    assert (stub["status"], stub["outcome"]) == ("success", "skipped"), stub
+    assert "method of a Protocol" in stub["summary"]
+    assert not stub["findings"]
+    assert results["Box.size"]["outcome"] == "written", results["Box.size"]["summary"]
+
+
 CALLABLES_MODULE = """\
 def double(value):
     return value * 2
