@@ -27,30 +27,25 @@ def collection_contents(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef])
     `dict(*args, **kwargs)`; or optional initial contents, `data=None`; or a builtin base's
     own); empty for other classes. Without it a container's methods were
     only ever called on an empty one (heapdict's popitem: only its IndexError)."""
-    kind, seen, pending = "", set(), [node]
-    constructor: ast.FunctionDef | None = None
-    while pending and not kind:
-        current = pending.pop()
-        seen.add(current.name)
-        if constructor is None:
-            constructor = constructor_of(current)
-        for base_name in bases_in_order(current):
-            if base_name in classes and base_name not in seen:
-                pending.append(classes[base_name])
-            elif base_name in MAPPING_BASES or base_name.endswith(("Mapping", "Dict")):
-                kind = kind or MAPPING_CONTENTS  # bidict's BidirectionalMapping too
-            elif base_name in SEQUENCE_BASES or base_name.endswith(("List", "Sequence", "Set")):
-                kind = kind or SEQUENCE_CONTENTS
+    chain = lineage(node, classes)
+    kinds = [
+        collection_kind(base)
+        for current in chain
+        for base in bases_in_order(current)
+        if base not in classes
+    ]
+    kind = next((found for found in kinds if found), "")
+    constructor = next((found for current in chain if (found := constructor_of(current))), None)
     if not kind:
         return []
     if constructor is None:
         # The base's: dict(m), list(s) take it, an ABC's object() does not; a base imported
         # from another module may (bidict's): the probe tries, and a failed build is dropped.
-        chain = {base for current in lineage(node, classes) for base in base_names(current)}
-        foreign = chain - set(classes) - MAPPING_BASES - SEQUENCE_BASES
+        named = {base for current in chain for base in base_names(current)}
+        foreign = named - set(classes) - MAPPING_BASES - SEQUENCE_BASES
         return (
             [kind]
-            if chain & BUILTIN_COLLECTIONS or foreign - {"ABC", "Generic", "Protocol"}
+            if named & BUILTIN_COLLECTIONS or foreign - {"ABC", "Generic", "Protocol"}
             else []
         )
     positional = [*constructor.args.posonlyargs, *constructor.args.args][1:]
@@ -58,6 +53,29 @@ def collection_contents(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef])
     first_default = ast.unparse(constructor.args.defaults[0]) if optional else ""
     passes_on = constructor.args.vararg is not None or first_default in EMPTY_DEFAULTS
     return [kind] if passes_on else []
+
+
+def collection_kind(base: str) -> str:
+    """What a class built on `base` (a name from outside the module) is built holding: a
+    mapping's contents, a sequence's, or "" for a base that names no collection."""
+    if base in MAPPING_BASES or base.endswith(("Mapping", "Dict")):
+        return MAPPING_CONTENTS  # bidict's BidirectionalMapping too
+    if base in SEQUENCE_BASES or base.endswith(("List", "Sequence", "Set")):
+        return SEQUENCE_CONTENTS
+    return ""
+
+
+def subclasses(classes: Mapping[str, ast.ClassDef], owner: str) -> set[str]:
+    """The classes of `classes` that derive from `owner`, directly or through each other."""
+    found: set[str] = set()
+    pending = [owner]
+    while pending:
+        parent = pending.pop()
+        for name, node in classes.items():
+            if parent in base_names(node) and name not in found and name != owner:
+                found.add(name)
+                pending.append(name)
+    return found
 
 
 def constructor_of(node: ast.ClassDef) -> ast.FunctionDef | None:

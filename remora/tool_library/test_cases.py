@@ -15,6 +15,8 @@ import builtins
 import functools
 from typing import Any
 
+from remora.tool_library import class_shapes
+
 MAX_CASE_LENGTH = 500
 """Characters of one case: parsing stays cheap, and longer values make unreadable tests."""
 MAX_NODES = 200
@@ -190,22 +192,10 @@ def module_definitions(source: str) -> tuple[frozenset[str], frozenset[str]]:
 @functools.lru_cache(maxsize=32)
 def subclasses(source: str, owner: str) -> frozenset[str]:
     """The top-level classes of `source` that derive from `owner`, directly or through each
-    other (a base written as a plain name)."""
+    other (a base read by its last name, `pkg.Owner` as Owner: class_shapes.subclasses)."""
     tree = ast.parse(source)
-    bases = {  # last names, as class_shapes.bases_in_order reads them (`pkg.Owner`: Owner)
-        node.name: {ast.unparse(base).split("[", 1)[0].rsplit(".", 1)[-1] for base in node.bases}
-        for node in tree.body
-        if isinstance(node, ast.ClassDef)
-    }
-    found: set[str] = set()
-    pending = [owner]
-    while pending:
-        parent = pending.pop()
-        for name, named in bases.items():
-            if parent in named and name not in found and name != owner:
-                found.add(name)
-                pending.append(name)
-    return frozenset(found)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    return frozenset(class_shapes.subclasses(classes, owner))
 
 
 def expression(text: str) -> ast.expr:
