@@ -215,9 +215,10 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
         seen["arcs"] = sorted(
             [a, b] for a, b in arcs if first <= abs(a) <= last or first <= abs(b) <= last
         )
+    after = files_state()  # once: a walk of the folder per file made a call cost seconds
     seen["files_changed"] = sorted(
-        name for name, stamp in files_state().items() if files.get(name) != stamp
-    ) + sorted(name for name in files if name not in files_state())
+        name for name, stamp in after.items() if files.get(name) != stamp
+    ) + sorted(name for name in files if name not in after)
     seen["state_changed"] = sorted(
         key for key, text in state(module).items() if before.get(key) != text
     )
