@@ -667,3 +667,44 @@ def test_a_fix_changes_only_its_own_lines_of_the_authors_docstring(
     assert (root / "pkg/colors.py").read_text() == expected
     after = pydoclint(root, "pkg/colors.py", "--style=sphinx", *REMORA_DEFAULT)
     assert [code for _, code in after] == ["DOC108"]  # types in the signature: not reported
+
+
+AFTER_THE_FIELDS = '''\
+class Name:
+    def initials(self, first: str, constants: object = None) -> str:
+        """
+            Return the initials of a name written in the form its owner uses for it.
+
+            :param first: The first name, as the person writes it.
+            :param constants: a :py:class:`~pkg.config.Constants` instance. Pass ``None`` for
+                `per-instance config <customize.html>`_.
+            :param bool include_last_name: Include the last name as part of the initials
+            :rtype: str
+
+            .. doctest::
+
+                >>> Name().initials("Bob")
+                'B.'
+        """
+        return first[:1] + "."
+'''
+
+
+def test_a_rewritten_sphinx_docstring_keeps_text_after_its_fields_apart_and_reflows_prose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nameparser's `HumanName.initials`, dropped parameter and all: when the author's layout
+    cannot carry the fix (rewritten whole), a directive after the field list stays a paragraph
+    of its own (glued to `:rtype:` it is part of the field list for docutils), and a two-line
+    description that no longer fits is re-flowed, not wrapped line by line ("for" alone)."""
+    root = make_project(tmp_path / "p", {"pkg/names.py": AFTER_THE_FIELDS})
+    monkeypatch.chdir(root)
+    _, report = analyze(root, capsys, "--fix", "-c", "agents.docstring.options.style=sphinx")
+    result = next(r for r in report["results"] if r["node"]["qualified_name"] == "Name.initials")
+    assert ("DOC102", "edit") in rules(result)
+    text = doc({"root": root}, "pkg/names.py", "Name.initials")
+    assert "include_last_name" not in text
+    assert ':rtype: str\n\n.. doctest::\n\n    >>> Name().initials("Bob")' in text
+    fields = text[: text.index(".. doctest::")].split("\n")
+    assert all(len(line.split()) != 1 for line in fields), text  # no word left alone
+    assert "Pass ``None`` for `per-instance config <customize.html>`_." in " ".join(text.split())

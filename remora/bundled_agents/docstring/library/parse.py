@@ -273,8 +273,21 @@ def numpy_entries(content: str, section: str) -> list[dict[str, Any]]:
 def _parse_sphinx(lines: list[str], parts: dict[str, Any]) -> None:
     types: dict[str, str] = {}
     rtype: dict[str, str] = {}
-    for _, block in _blocks(lines, lambda i: bool(SPHINX_FIELD.match(lines[i]))):
-        match = SPHINX_FIELD.match(block[0])
+    for _, whole in _blocks(lines, lambda i: bool(SPHINX_FIELD.match(lines[i]))):
+        match = SPHINX_FIELD.match(whole[0])
+        # A field's body is its indented lines: an unindented line after a blank one (a
+        # `.. doctest::` after the last field) is text of its own, not part of the field.
+        ends = [
+            i
+            for i in range(2, len(whole))
+            if match
+            and not whole[i - 1].strip()
+            and whole[i].strip()
+            and whole[i] == whole[i].lstrip()
+        ]
+        block, after = (whole[: ends[0]], whole[ends[0] :]) if ends else (whole, [])
+        if after:
+            parts["sections"].append({"title": "", "body": _dedent(after)})
         if match is None:
             if _dedent(block):
                 parts["sections"].append({"title": "", "body": _dedent(block)})

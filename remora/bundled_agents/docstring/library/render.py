@@ -39,9 +39,15 @@ def render_docstring(
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
-    """Word-wrap each line of `text` that does not fit; keep lines that do."""
+    """Word-wrap each line of `text` that does not fit; keep lines that do. Prose whose lines
+    do not fit is re-flowed as one paragraph (wrapping its lines one by one would leave a word
+    alone on a line); text with lines of its own (a list, an example, a directive) is not."""
+    lines = text.split("\n")
+    long = any(len((first if n == 0 else rest) + line) > width for n, line in enumerate(lines))
+    if len(lines) > 1 and long and all(_prose(line) for line in lines):
+        lines = [" ".join(text.split())]
     out: list[str] = []
-    for number, original in enumerate(text.split("\n")):
+    for number, original in enumerate(lines):
         lead = first if number == 0 else rest
         line = lead + original
         if len(line) <= width or not original.strip():
@@ -49,6 +55,20 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
             continue
         out += wrap_words(original, width, lead, rest).split("\n")
     return out
+
+
+def _prose(line: str) -> bool:
+    """Whether a line is running text: not blank, not a list item, an example or markup."""
+    words = line.split()
+    if not words:
+        return False
+    head = words[0]
+    return not (
+        head in ("-", "*", "+", ">>>", "...", "..")
+        or head.rstrip(".)").isdigit()
+        or head.startswith((":", "|"))
+        or line[:1].isspace()
+    )
 
 
 def wrap_words(text: str, width: int, first: str, rest: str) -> str:
@@ -150,15 +170,16 @@ def _render_sphinx(parts: dict[str, Any], width: int) -> list[str]:
                 lines += _wrap(text, width, f":{item.get('title') or key}: ", "    ")
             if item.get("type"):
                 lines.append(f":{field}: {item['type']}")
+    paragraphs = []
     for section in parts.get("sections") or []:
         if section["title"]:
             head, _, rest = section["body"].partition("\n")
             lines.append(f":{section['title']}: {head}".rstrip())
             if rest:
                 lines.append(_indented(rest, "    "))
-        else:
-            lines.append(section["body"])
-    return ["\n".join(lines)] if lines else []
+        else:  # text after the fields (a `.. doctest::`): a paragraph of its own, as written
+            paragraphs.append(section["body"])
+    return (["\n".join(lines)] if lines else []) + paragraphs
 
 
 def _section_body(section: dict[str, Any], style: str, width: int) -> str:
