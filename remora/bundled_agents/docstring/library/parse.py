@@ -277,15 +277,13 @@ def _parse_sphinx(lines: list[str], parts: dict[str, Any]) -> None:
         match = SPHINX_FIELD.match(whole[0])
         # A field's body is its indented lines: an unindented line after a blank one (a
         # `.. doctest::` after the last field) is text of its own, not part of the field.
-        ends = [
-            i
-            for i in range(2, len(whole))
-            if match
-            and not whole[i - 1].strip()
-            and whole[i].strip()
-            and whole[i] == whole[i].lstrip()
-        ]
-        block, after = (whole[: ends[0]], whole[ends[0] :]) if ends else (whole, [])
+        end = len(whole)
+        if match:
+            outside = (
+                i for i in range(2, end) if not whole[i - 1].strip() and whole[i][:1].strip()
+            )
+            end = next(outside, end)
+        block, after = whole[:end], whole[end:]
         if after:
             parts["sections"].append({"title": "", "body": _dedent(after)})
         if match is None:
