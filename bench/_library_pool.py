@@ -10,7 +10,10 @@ Each drawn library is made into a project like the fixed corpus's (bench/corpus/
 its sdist downloaded once by exact version (`pip download --no-deps --no-binary :all:`, kept in
 ~/.cache/remora-bench/pool with its sha256 recorded in the results), the package (or
 single-module file) copied unchanged with the licence file, a `pyproject.toml` naming it, an
-empty `tests/` and a SOURCE.md saying where it came from.
+empty `tests/` and a SOURCE.md saying where it came from. Test files the package ships inside
+itself (shortuuid's `test_shortuuid.py`) are left out and named in SOURCE.md: with them the test
+agent finds the methods tested and writes nothing for them, as it should for a user, and its
+mutation score would measure the library's own suite being there, not what either tool writes.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -58,6 +62,8 @@ class Drawn:
     module_file: str
     """Its file, relative to `root`."""
     sdist_sha256: str
+    tests_left_out: tuple[str, ...] = ()
+    """The package's own test files, not copied (make_project)."""
 
 
 def load_pool() -> list[PoolEntry]:
@@ -120,8 +126,11 @@ def make_project(
     (root / "tests").mkdir(parents=True)
     source = sdist / entry.path
     prefix = entry.path.rsplit("/", 1)[0] + "/" if "/" in entry.path else ""
+    shipped: list[str] = []
     if source.is_dir():
-        shutil.copytree(source, root / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+        shipped = shipped_tests(source)
+        ignored = shutil.ignore_patterns("__pycache__", *SHIPPED_TESTS)
+        shutil.copytree(source, root / source.name, ignore=ignored)
     else:
         shutil.copy2(source, root / source.name)
     if entry.licence_file and (sdist / entry.licence_file).is_file():
@@ -145,9 +154,24 @@ def make_project(
         f"# {entry.name} {entry.version}\n\nDrawn by bench/test_quality.py from its pool: the "
         f"sdist of https://pypi.org/project/{entry.name}/{entry.version}/ (sha256 {digest}), "
         f"`{entry.path}` copied unchanged, licence {entry.license} "
-        f"({entry.licence_file or 'in the package metadata'}).\n"
+        f"({entry.licence_file or 'in the package metadata'})."
+        + (f" Its own tests left out: {', '.join(shipped)}.\n" if shipped else "\n")
     )
-    return Drawn(entry, root, dotted, module_file, digest)
+    return Drawn(entry, root, dotted, module_file, digest, tuple(shipped))
+
+
+SHIPPED_TESTS = ("test_*.py", "*_test.py", "tests.py", "conftest.py", "tests", "test")
+"""What a package ships of its own suite (files, and folders of them)."""
+
+
+def shipped_tests(package: Path) -> list[str]:
+    """The files of `package` that are its own tests (or in a test folder), from its parent."""
+    return sorted(
+        str(path.relative_to(package.parent))
+        for path in package.rglob("*.py")
+        if any(fnmatch(part, pattern) for part in path.relative_to(package).parts
+               for pattern in SHIPPED_TESTS)
+    )  # fmt: skip
 
 
 def definitions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:

@@ -1030,7 +1030,8 @@ def main() -> int:
             "seed": args.draw,
             "libraries": [
                 {"name": d.entry.name, "version": d.entry.version, "module": d.module,
-                 "licence": d.entry.license, "sdist_sha256": d.sdist_sha256}
+                 "licence": d.entry.license, "sdist_sha256": d.sdist_sha256,
+                 "tests_left_out": list(d.tests_left_out)}
                 for d in drawn
             ],
         }  # fmt: skip

@@ -24,9 +24,11 @@ from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.tool_library.call_candidates import Candidate, candidate_calls
 from remora.tool_library.call_selection import select_calls
+from remora.tool_library.case_checks import standard_imports, used_names
 from remora.tool_library.case_render import pattern_literal, render_tests
 from remora.tool_library.characterize import allowed, branches_left
 from remora.tool_library.class_shapes import abstract, inherited_init, overrides
+from remora.tool_library.test_cases import parse_test_case
 
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 TEMPERATURES = [0.0, 0.7, 1.0]
@@ -298,8 +300,8 @@ def test_type_errors_are_pinned_only_where_the_module_raises_them(
     """The model proposes `shout(None)` and `shout(42)` (it is asked: no string built from
     the signature or the module's literals is longer than 40 characters): they raise
     TypeError inside `len(text)`, the argument contradicting its use, which is the call's
-    fault: never pinned. `check('x')` raises the TypeError the module raises itself: pinned,
-    with its message."""
+    fault: never pinned. `check(None)`, the value its `isinstance` check turns away, raises
+    the TypeError the module raises itself: pinned, with its message."""
     project = make_project(
         tmp_path,
         {
@@ -313,7 +315,7 @@ def test_type_errors_are_pinned_only_where_the_module_raises_them(
             "    return value * 2\n"
         },
     )
-    proposals = {"shout": ["None)", "42)"], "check": ["'x')"]}
+    proposals = {"shout": ["None)", "42)"]}
     results = analyze(project, "pkg/words.py", capsys, monkeypatch, proposals=proposals)
 
     assert results["shout"]["usage"]["requests"] > 0  # the model was asked for shout's calls
@@ -323,9 +325,9 @@ def test_type_errors_are_pinned_only_where_the_module_raises_them(
     assert "None" not in shout and "42" not in shout
     check = written(results["check"], "tests/test_words_check.py", project)
     assert (
-        "def test_check_value_x_raises_type_error():\n"
+        "def test_check_value_none_raises_type_error():\n"
         "    with pytest.raises(TypeError, match='value must be an int'):\n"
-        "        check('x')\n"
+        "        check(None)\n"
     ) in check
     assert "assert check(3) == 6" in check or "        (3, 6),\n" in check
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
@@ -924,3 +926,88 @@ def test_the_probe_walks_the_folder_twice_a_call_and_sees_files_written_and_remo
     assert seen["outcome"] == "returned"
     assert seen["files_changed"] == ["new.txt", "data7.txt"]
     assert walks == 2
+
+
+STAMPS = """import datetime as dt
+import uuid as _uu
+from decimal import Decimal
+
+
+def short(value: _uu.UUID) -> str:
+    if not isinstance(value, _uu.UUID):
+        raise ValueError("not a UUID")
+    return value.hex[:8]
+
+
+def weekday(day):
+    if not isinstance(day, dt.date):
+        raise TypeError("not a date")
+    return day.strftime("%A")
+
+
+def halve(amount: Decimal) -> Decimal:
+    return amount / 2
+"""
+
+
+def test_parameters_of_standard_value_types_get_values_built_through_their_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(tmp_path, {"stamps": STAMPS})
+    results = analyze(project, "pkg/stamps.py", capsys, monkeypatch)
+
+    # An annotation through an aliased import, and an isinstance check without annotation:
+    # values of the type, written through its module, and the value the check turns away.
+    text = written(results["short"], "tests/test_stamps_short.py", project)
+    assert "import uuid\n" in text
+    assert "from pkg.stamps import short  # noqa: E402" in text
+    assert "(uuid.UUID('12345678-1234-5678-1234-567812345678'), '12345678')" in text
+    assert "with pytest.raises(ValueError, match='not a UUID'):\n        short(None)" in text
+    text = written(results["weekday"], "tests/test_stamps_weekday.py", project)
+    assert "import datetime\n" in text
+    assert "(datetime.date(2024, 1, 15), 'Monday')" in text
+    # A returned Decimal is pinned through its repr, beside the argument built the same way.
+    text = written(results["halve"], "tests/test_stamps_halve.py", project)
+    assert "import decimal\n" in text and "from decimal import Decimal\n" in text
+    assert "(decimal.Decimal('1.5'), Decimal('0.75'))" in text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_standard_value_is_allowed_only_through_a_module_the_module_does_not_redefine() -> None:
+    source = (
+        "import datetime as dt\n\ndef datetime(x):\n    return x\n\n\ndef stamp(when: dt.date):\n"
+    )
+    source += "    return when\n"
+    with pytest.raises(ValueError, match="cannot be part of a case"):
+        parse_test_case("stamp(datetime.date(2024, 1, 1))", "stamp", source)
+    plain = "def stamp(when):\n    return when\n"
+    case = parse_test_case("stamp(datetime.timezone(datetime.timedelta(hours=1)))", "stamp", plain)
+    assert case["names"] == ["stamp"]
+    arguments = case["call"].removeprefix("stamp(")[:-1]
+    assert standard_imports(arguments) == ["import datetime"] and used_names(arguments) == []
+    refused = [
+        "stamp(datetime.date.today())",  # a method of the type: not a constructor
+        "stamp(datetime.date(__import__('os')))",  # arguments are literals only
+        "stamp(os.path('x'))",
+        "stamp(uuid.uuid4())",
+    ]
+    for text in refused:
+        with pytest.raises(ValueError):
+            parse_test_case(text, "stamp", plain)
+
+
+def test_tables_of_calls_on_several_instances_get_distinct_names() -> None:
+    chosen = [
+        {
+            "candidate": {"arguments": str(n), "instance": f"Box({size})", "origin": "types"},
+            "seen": observation(value=str(n * size)),
+        }
+        for size in (1, 2, 3)
+        for n in (4, 5)
+    ]
+    tests = render_tests("Box.scale", chosen, ["n"], "pkg.boxes")
+    assert [test["name"] for test in tests] == [
+        "test_box_scale",
+        "test_box_scale_examples",
+        "test_box_scale_examples_2",
+    ]

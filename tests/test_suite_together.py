@@ -196,7 +196,8 @@ def test_a_file_that_fails_in_company_is_dropped_and_the_other_kept(
     assert count.summary == (
         f"{prefix}tests/test_m_count.py passes alone but fails when run with the project's "
         f"other tests (order as written: {prefix}tests/test_m_count.py::test_count_0): a test "
-        "changes state that other tests see; not written"
+        "changes state that other tests see, or what it pins changes from run to run (random "
+        "numbers, the clock); not written"
     )
     assert count.findings == results[1].findings  # "Function without tests" stays
     assert seen.said[0] == (

@@ -224,7 +224,8 @@ class ProjectCheck:
                     failed[job] = Drop(
                         f"{failure.file} passes alone but fails when run with the project's "
                         f"other tests ({ORDERS[number]}: {failure.test}): a test changes state "
-                        "that other tests see; not written"
+                        "that other tests see, or what it pins changes from run to run (random "
+                        "numbers, the clock); not written"
                     )
             if failed:
                 return failed

@@ -36,6 +36,7 @@ from remora.tool_library.parameter_values import (
     fill_pools,
     parameters_of,
 )
+from remora.tool_library.standard_values import imported_names
 
 MAX_CANDIDATES = 48
 """Calls probed per target: each costs a forked child in two probe runs."""
@@ -82,7 +83,7 @@ def candidate_calls(
     # Constructor calls written in the module itself count too (an enum of configurations,
     # a module constant): they are how its author builds its classes.
     written = {**project_sources, "": source}
-    factory = InstanceFactory(classes, written, constructors, module.constructions)
+    factory = InstanceFactory(classes, written, constructors, module.constructions, module.imports)
     factory.callables = lambda init, cls, found: refusal(init, cls, found, tree)
     instances: list[str | None] = [None]
     if owner:
@@ -122,13 +123,15 @@ def candidate_calls(
 class ModuleFacts:
     """What candidate_calls reads of the module as a whole, the same for every function of it:
     its syntax tree (read, never changed), its classes, the examples in its docstrings, the
-    constructor calls among them, and its literals and one-word strings (code_literals)."""
+    constructor calls among them, its literals and one-word strings (code_literals), and what
+    the names it imports stand for (standard_values)."""
 
     tree: ast.Module
     classes: dict[str, ast.ClassDef]
     examples: list[Example]
     constructions: dict[str, list[str]]
     values: tuple[list[str], list[str]]
+    imports: dict[str, str]
 
 
 @lru_cache(maxsize=32)
@@ -140,7 +143,7 @@ def module_facts(source: str) -> ModuleFacts:
     examples = example_trees(tree)
     constructions = doctest_constructions(examples, classes)
     values = (literals(tree), words(tree))
-    return ModuleFacts(tree, classes, examples, constructions, values)
+    return ModuleFacts(tree, classes, examples, constructions, values, imported_names(tree))
 
 
 def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef | None:

@@ -13,8 +13,9 @@ as an equal literal) or raised (type, message, the line of the module it was rai
 whether that line is a `raise` statement), the branch arcs it covered within the target's lines,
 the module- and class-level state it changed (attributes, and mutable defaults of functions),
 the arguments it mutated, and for methods the instance's public attributes afterwards. The
-calls' text was checked by the host's allow-list (test_cases.parse_test_case: literals and
-constructors of the module's classes) before it got here.
+calls' text was checked by the host's allow-list (test_cases.parse_test_case: literals,
+constructors of the module's classes and of standard value types through their module,
+`datetime.date(...)`) before it got here.
 """
 
 import ast
@@ -126,6 +127,9 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
         {name: value for name, value in vars(module).items() if inspect.isclass(value)}
         | {name: f for name, f in vars(module).items() if inspect.isfunction(f) and "." not in name}
     )
+    for package in VALUE_TYPES:  # `datetime.date(...)`: where the module defines no such name
+        if getattr(namespace.get(package), "__module__", None) != module.__name__:
+            namespace[package] = importlib.import_module(package)
     before = state(module)
     tables = {  # module-level dicts and lists, and a copy of what they held
         name: (value, type(value)(value))

@@ -18,6 +18,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from remora.tool_library.standard_values import STANDARD_VALUES
+
 
 def code_name(name: object) -> bool:
     """Whether `name` may be written as a name in a test's code: an identifier that is not a
@@ -133,12 +135,34 @@ def writable(seen: Mapping[str, Any]) -> dict[str, Any]:
 
 def used_names(text: str) -> list[str]:
     """The module's names a call text uses, in their order, to import: its constructors and the
-    functions it passes by name (every name the allow-list let through), each a `code_name`."""
+    functions it passes by name (every name the allow-list let through), each a `code_name`.
+    The module of a standard value type (`datetime` of `datetime.date(...)`) is not one:
+    `standard_imports`."""
     try:
         tree = ast.parse(f"_({text})", mode="eval")
     except SyntaxError:
         return []
-    found = [node for node in ast.walk(tree) if isinstance(node, ast.Name)]
+    standard = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in standard]
     found.sort(key=lambda node: node.col_offset)
     names = [node.id for node in found if node.id not in ("_", "slice")]
     return [name for name in dict.fromkeys(names) if code_name(name)]
+
+
+def standard_imports(text: str) -> list[str]:
+    """The imports of the standard modules a call text builds values through (`import datetime`
+    for `datetime.date(2024, 1, 15)`: the only attributes the allow-list lets through)."""
+    try:
+        tree = ast.parse(f"_({text})", mode="eval")
+    except SyntaxError:
+        return []
+    modules = {
+        node.value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    }
+    return sorted(f"import {module}" for module in modules if module in STANDARD_MODULES)
+
+
+STANDARD_MODULES = frozenset(dotted.split(".")[0] for dotted in STANDARD_VALUES)
+"""The modules of the standard value types an argument may be built with."""

@@ -16,7 +16,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from remora.tool_library.call_forms import STATEMENTS, is_operator, method_call, negated
-from remora.tool_library.case_checks import VALUE_IMPORTS, code_name, used_names, writable
+from remora.tool_library.case_checks import (
+    STANDARD_MODULES,
+    VALUE_IMPORTS,
+    code_name,
+    standard_imports,
+    used_names,
+    writable,
+)
 from remora.tool_library.case_names import describe, instance_variable, named_test, snake
 
 MAX_STATE_ASSERTS = 4
@@ -59,6 +66,10 @@ def render_tests(
         table = next((rows for rows in tables if rows[0] is item), None)
         if table is not None:
             name = base_name if base_name not in used else base_name + "_examples"
+            number = 2
+            while name in used:  # a table for each instance its calls were made on
+                name = f"{base_name}_examples_{number}"
+                number += 1
             used.add(name)
             test = render_table(name, owner, method, table, parameters)
             # Each row as a test of its own, for when one row fails under pytest: the rest stay.
@@ -162,10 +173,12 @@ def render_table(
         call = f"({call})"
     floats = any(row["seen"].get("type") == "float" for row in rows)
     lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")
-    used = [*([] if owner else [method]), *used_names(str(first.get("instance") or ""))]
-    imports: list[str] = []
+    instance = str(first.get("instance") or "")
+    used = [*([] if owner else [method]), *used_names(instance)]
+    imports: list[str] = standard_imports(instance)
     for row in rows:
         used += used_names(str(row["candidate"]["arguments"]))
+        imports += standard_imports(str(row["candidate"]["arguments"]))
         used += list(row["seen"].get("value_names") or [])
         imports += list(row["seen"].get("value_imports") or [])
     return {
@@ -269,8 +282,9 @@ def render_one(
         if owner:
             for attribute, text in list((seen.get("instance") or {}).items())[:MAX_STATE_ASSERTS]:
                 lines.append(f"    assert {variable}.{attribute} == {text}")
-    imports = {"imports": list(seen.get("value_imports") or [])}  # a written value's
-    return finished(name, lines, owner, method, candidate, names, uses_pytest) | imports
+    test = finished(name, lines, owner, method, candidate, names, uses_pytest)
+    test["imports"] = sorted({*test["imports"], *(seen.get("value_imports") or [])})
+    return test
 
 
 def finished(
@@ -290,10 +304,12 @@ def finished(
         *names,
     ]
     names += used_names(str(candidate["arguments"]))
+    built = [str(candidate.get("instance") or ""), str(candidate["arguments"])]
     return {
         "name": name,
         "code": "\n".join(lines) + "\n",
         "names": list(dict.fromkeys(names)),
+        "imports": sorted({line for text in built for line in standard_imports(text)}),
         "uses_pytest": uses_pytest,
     }
 
@@ -330,8 +346,10 @@ def render_module(
     names: list[str] = []
     for test in tests:
         names += [name for name in test["names"] if name not in names and code_name(name)]
-    # Constructed values' imports (only VALUE_IMPORTS'), sorted as isort does: plain ones first.
-    imports = {"import pathlib", "import sys", *VALUE_IMPORTS.values()}
+    # Constructed values' imports (only VALUE_IMPORTS' and the standard value types' modules),
+    # sorted as isort does: plain ones first.
+    standard = {f"import {module}" for module in STANDARD_MODULES}
+    imports = {"import pathlib", "import sys", *VALUE_IMPORTS.values(), *standard}
     imports &= {"import pathlib", "import sys", *(i for t in tests for i in t.get("imports", []))}
     lines = [*header_lines, *sorted(imports, key=lambda line: (line.startswith("from"), line)), ""]
     if any(test["uses_pytest"] for test in tests):

@@ -24,6 +24,7 @@ from remora.tool_library.class_shapes import (
     inherited_init,
 )
 from remora.tool_library.code_literals import compared_literals, docstring_strings, literals, words
+from remora.tool_library.standard_values import STANDARD_VALUES, isinstance_checks, standard_type
 
 POOL_SIZE = 10
 """Values tried per parameter in one-at-a-time variations."""
@@ -80,7 +81,8 @@ class Parameter:
     default: str | None
     keyword_only: bool
     used_as: str = ""
-    """For a parameter without annotation or default: the type its use in the body suggests."""
+    """For a parameter without annotation or default: the type its use in the body suggests
+    (a class an `isinstance` check names, as written there; else a TYPE_VALUES kind)."""
     pool: list[str] = field(default_factory=list)
     boundaries: list[str] = field(default_factory=list)
     """The pool's values that sit on or beside a literal the body compares the parameter with."""
@@ -104,8 +106,13 @@ def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
     if method and found and "staticmethod" not in decorator_names(definition):
         found = found[1:]
     uses = usage(definition)
+    checked = isinstance_checks(definition)
     for parameter in found:
-        parameter.used_as = uses.get(parameter.name, "") or NAMED_TYPES.get(parameter.name, "")
+        named = uses.get(parameter.name, "") or NAMED_TYPES.get(parameter.name, "")
+        check = checked.get(parameter.name, "")
+        parameter.used_as = (
+            outer_type(check) if outer_type(check) in TYPE_VALUES else check
+        ) or named
     return found
 
 
@@ -167,12 +174,15 @@ class InstanceFactory:
         sources: Mapping[str, str],
         constructors: Sequence[str],
         examples: Mapping[str, Sequence[str]] | None = None,
+        imports: Mapping[str, str] | None = None,
     ) -> None:
         self.classes = classes
         self.sources = sources
         self.constructors = constructors
         self.examples = examples or {}
         """Constructor calls in the module's docstring examples, by class."""
+        self.imports = imports or {}
+        """What the names the module imports stand for (standard_values.imported_names)."""
         self.callables: Callable[[ast.FunctionDef, ast.ClassDef, list[Parameter]], Refusal]
         self.callables = lambda init, cls, parameters: None
         """Gives a constructor's callable parameters functions (callable_values.refusal)."""
@@ -267,6 +277,7 @@ def fill_pools(
     size = max(POOL_SIZE, VARIATIONS // max(1, len(parameters)))
     quoted = docstring_strings(definition)
     passed_on = callee_usage(definition, tree)
+    checked = isinstance_checks(definition)
     for parameter in parameters:
         if not parameter.annotation and parameter.default is None and not parameter.used_as:
             parameter.used_as = passed_on.get(parameter.name, "")
@@ -286,16 +297,22 @@ def fill_pools(
         pool = [*examples[:2], *typed[:1], *near, *typed[1:]]
         if parameter.default is not None:
             pool.append(parameter.default)
+        if parameter.name in checked:  # what the `isinstance` check turns away
+            pool.append("None")
         parameter.boundaries = near
         parameter.pool = list(dict.fromkeys([*pool, *others]))[:size]
 
 
 def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> list[str]:
     kind = outer_type(parameter.annotation)
-    annotated_class = re.findall(r"[A-Za-z_]\w*", parameter.annotation)
+    annotated_class = re.findall(r"[A-Za-z_]\w*", parameter.annotation or parameter.used_as)
     for name in [*annotated_class, snake_to_class(parameter.name, factory.classes)]:
         if name in factory.classes:
             return factory.instances(name, depth)
+    standard = standard_type(parameter.annotation or parameter.used_as, factory.imports)
+    if standard:  # `uuid.UUID(...)`, `datetime.date(...)`: built with the type's module
+        optional = re.search(r"None|Optional", parameter.annotation)
+        return [*STANDARD_VALUES[standard], *(["None"] if optional else [])]
     if kind in TYPE_VALUES:
         values = list(TYPE_VALUES[kind])
         if "None" in parameter.annotation or "Optional" in parameter.annotation:

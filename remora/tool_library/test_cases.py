@@ -2,10 +2,11 @@
 
 A case is model-proposed code that pytest will execute, so it is read with an allow-list, never a
 deny-list: one call of the function under test whose arguments are literals, containers of
-literals and constructors of the module's own top-level classes, optionally `== literal` or
-`raises ExceptionName`. The text a script renders is the checked tree's: the proposer's own text
-only where it reads back as the very same tree, else the tree unparsed, so nothing the check did
-not see (comments, NFKC-folded identifiers) reaches a test file.
+literals, constructors of the module's own top-level classes and of the standard library's value
+types written through their module (`datetime.date(2024, 1, 15)`, standard_values), optionally
+`== literal` or `raises ExceptionName`. The text a script renders is the checked tree's: the
+proposer's own text only where it reads back as the very same tree, else the tree unparsed, so
+nothing the check did not see (comments, NFKC-folded identifiers) reaches a test file.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import functools
 from typing import Any
 
 from remora.tool_library import class_shapes
+from remora.tool_library.standard_values import STANDARD_VALUES
 
 MAX_CASE_LENGTH = 500
 """Characters of one case: parsing stays cheap, and longer values make unreadable tests."""
@@ -35,9 +37,13 @@ only exceptions derived from Exception)."""
 
 ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
-    "sets or dicts of them, slice(...) of integers, constructors of the module's classes, or "
-    "the module's functions by name"
+    "sets or dicts of them, slice(...) of integers, constructors of the module's classes, "
+    "the module's functions by name, or datetime.date(...), datetime.datetime(...), "
+    "datetime.time(...), datetime.timedelta(...), decimal.Decimal(...), fractions.Fraction(...) "
+    "and uuid.UUID(...) of literals"
 )
+STANDARD_TYPES = frozenset(STANDARD_VALUES)
+"""The standard value types a case may build, by their dotted names (`datetime.date`)."""
 
 REFUSED = {
     ast.Attribute: "attribute access",
@@ -275,6 +281,9 @@ def check_value(
                 if type(ast.literal_eval(part)) is not int:  # not a float, nor True
                     raise ValueError("slice(...) takes one to three integers or None")
         return
+    if isinstance(node, ast.Call) and standard_constructor(node.func, classes | functions):
+        check_arguments(node, classes, names, functions)
+        return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes:
         if node.func.id not in names:
             names.append(node.func.id)
@@ -285,6 +294,18 @@ def check_value(
             names.append(node.id)
         return
     raise ValueError(f"{refused(node)} cannot be part of a case: {ALLOWED}")
+
+
+def standard_constructor(node: ast.expr, defined: frozenset[str]) -> bool:
+    """Whether `node` names a standard value type through its module (`datetime.date`), a
+    module the module under test defines no function or class named after: a test file imports
+    the standard one by that name."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and f"{node.value.id}.{node.attr}" in STANDARD_TYPES
+        and node.value.id not in defined
+    )
 
 
 def rendered(node: ast.expr, text: str) -> str:

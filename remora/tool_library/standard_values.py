@@ -1,0 +1,104 @@
+"""Values of the standard library's value types, for parameters that take one.
+
+A parameter annotated `uuid.UUID` (or `_uu.UUID` after `import uuid as _uu`, or `date` after
+`from datetime import date`), or one the body checks with `isinstance(x, UUID)`, is given
+instances written through the type's module, `uuid.UUID('12345678-...')`: a test file imports
+that module (`import uuid`), and the name can never be one of the module's own (test_cases'
+allow-list admits only these calls, with literal arguments, and only where the module under test
+defines no function or class of the module's name). The types are those whose repr a test can
+also pin (case_checks.VALUE_TYPES); the values are ones a reader recognises.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+
+STANDARD_VALUES: dict[str, list[str]] = {
+    "uuid.UUID": [
+        "uuid.UUID('12345678-1234-5678-1234-567812345678')",
+        "uuid.UUID(int=0)",
+        "uuid.UUID('6ba7b810-9dad-11d1-80b4-00c04fd430c8')",
+    ],
+    "datetime.date": [
+        "datetime.date(2024, 1, 15)",
+        "datetime.date(2000, 2, 29)",
+        "datetime.date(1999, 12, 31)",
+    ],
+    "datetime.datetime": [
+        "datetime.datetime(2024, 1, 15, 10, 30)",
+        "datetime.datetime(2000, 2, 29, 23, 59, 59)",
+        "datetime.datetime(1970, 1, 1, 0, 0)",
+    ],
+    "datetime.time": ["datetime.time(10, 30)", "datetime.time(0, 0)", "datetime.time(23, 59, 59)"],
+    "datetime.timedelta": [
+        "datetime.timedelta(days=1)",
+        "datetime.timedelta(hours=1, minutes=30)",
+        "datetime.timedelta(0)",
+        "datetime.timedelta(days=-1)",
+    ],
+    "datetime.timezone": ["datetime.timezone(datetime.timedelta(hours=1))"],
+    "decimal.Decimal": [
+        "decimal.Decimal('1.5')", "decimal.Decimal('0')", "decimal.Decimal('-2.25')"
+    ],
+    "fractions.Fraction": [
+        "fractions.Fraction(1, 3)", "fractions.Fraction(0)", "fractions.Fraction(-3, 4)"
+    ],
+}  # fmt: skip
+"""Values by the type's dotted name, the most ordinary first."""
+
+
+def imported_names(tree: ast.Module) -> dict[str, str]:
+    """What each name the module imports stands for, dotted: `import uuid as _uu` gives
+    {"_uu": "uuid"}, `from datetime import date` {"date": "datetime.date"} (anywhere in the
+    module: an import under `if TYPE_CHECKING:` names annotations too)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    found[alias.asname] = alias.name
+                else:  # `import a.b` binds `a`
+                    top = alias.name.split(".")[0]
+                    found[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+def standard_type(text: str, imports: Mapping[str, str]) -> str:
+    """The STANDARD_VALUES type an annotation (or isinstance's class) names, or "": its
+    Optional/`| None` read as its other member, its head resolved through the module's imports."""
+    text = text.strip().strip("'\"").replace("typing.", "")
+    match = re.fullmatch(r"Optional\[(.*)\]", text)
+    if match:
+        text = match.group(1)
+    parts = [part.strip() for part in text.split("|") if part.strip() != "None"]
+    if len(parts) != 1 or not re.fullmatch(r"[A-Za-z_][\w.]*", parts[0]):
+        return ""
+    head, _, rest = parts[0].partition(".")
+    dotted = imports.get(head, head) + (f".{rest}" if rest else "")
+    return dotted if dotted in STANDARD_VALUES else ""
+
+
+def isinstance_checks(definition: ast.FunctionDef) -> dict[str, str]:
+    """The class each name is checked against with `isinstance(name, C)` in the body (the
+    first of a tuple of classes), as written: a valid input is one of those."""
+    found: dict[str, str] = {}
+    for node in ast.walk(definition):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+            and isinstance(node.args[0], ast.Name)
+        ):
+            continue
+        kind = node.args[1]
+        if isinstance(kind, ast.Tuple) and kind.elts:
+            kind = kind.elts[0]
+        if isinstance(kind, ast.Name | ast.Attribute):
+            found.setdefault(node.args[0].id, ast.unparse(kind))
+    return found
