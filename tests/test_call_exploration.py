@@ -23,6 +23,7 @@ import pytest
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.tool_library.call_candidates import Candidate, candidate_calls
+from remora.tool_library.call_forms import is_operator, negated
 from remora.tool_library.call_selection import select_calls
 from remora.tool_library.case_checks import standard_imports, used_names
 from remora.tool_library.case_render import pattern_literal, render_tests
@@ -1011,3 +1012,48 @@ def test_tables_of_calls_on_several_instances_get_distinct_names() -> None:
         "test_box_scale_examples",
         "test_box_scale_examples_2",
     ]
+
+
+MONEY = """class Money:
+    def __init__(self, cents: int):
+        self.cents = cents
+
+    def __repr__(self):
+        return f"Money({self.cents})"
+
+    def __eq__(self, other):
+        return isinstance(other, Money) and self.cents == other.cents
+
+    def __lt__(self, other):
+        return self.cents < other.cents
+
+    def __add__(self, other):
+        return Money(self.cents + other.cents)
+
+    def __neg__(self):
+        return Money(-self.cents)
+"""
+
+
+def test_comparison_and_arithmetic_methods_are_tested_as_operators(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(tmp_path, {"money": MONEY})
+    results = analyze(project, "pkg/money.py", capsys, monkeypatch)
+
+    # A comparison is parenthesised before `== expected` (`money < other == True` would chain).
+    less = written(results["Money.__lt__"], "tests/test_money_Money___lt__.py", project)
+    assert "    assert (money < other) == expected\n" in less
+    assert "        (Money(10), True),\n" in less
+    added = written(results["Money.__add__"], "tests/test_money_Money___add__.py", project)
+    assert "    assert money + other == expected\n" in added
+    negated = written(results["Money.__neg__"], "tests/test_money_Money___neg__.py", project)
+    assert "    assert -money == Money(-3)\n" in negated
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_comparison_that_is_false_is_asserted_negated() -> None:
+    assert negated("money < Money(3)") == "not (money < Money(3))"
+    assert negated("'a' in items") == "'a' not in items"
+    assert negated("items == [1]") == "items != [1]"
+    assert is_operator("money >= other") and not is_operator("money + other")

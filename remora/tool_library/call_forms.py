@@ -1,5 +1,6 @@
 """How a test writes a call of a method: special methods the way code uses them (`len(x)`,
-`x[1:3]`, `'a' in x`, `x[k] = v`, `del x[k]`), every other method as `x.method(...)`."""
+`x[1:3]`, `'a' in x`, `x < y`, `x + y`, `x[k] = v`, `del x[k]`), every other method as
+`x.method(...)`."""
 
 from __future__ import annotations
 
@@ -16,11 +17,25 @@ PROTOCOL = {
     "__getitem__": "{0}[{1}]",
     "__contains__": "{1} in {0}",
     "__eq__": "{0} == {1}",
+    "__ne__": "{0} != {1}",
+    "__lt__": "{0} < {1}",
+    "__le__": "{0} <= {1}",
+    "__gt__": "{0} > {1}",
+    "__ge__": "{0} >= {1}",
     # Operators that bind tighter than `==`: `x | y == z` compares the union.
     "__and__": "{0} & {1}",
     "__or__": "{0} | {1}",
     "__sub__": "{0} - {1}",
     "__xor__": "{0} ^ {1}",
+    "__add__": "{0} + {1}",
+    "__mul__": "{0} * {1}",
+    "__truediv__": "{0} / {1}",
+    "__floordiv__": "{0} // {1}",
+    "__mod__": "{0} % {1}",
+    "__neg__": "-{0}",
+    "__abs__": "abs({0})",
+    "__int__": "int({0})",
+    "__float__": "float({0})",
 }
 """Special methods a test calls the way code does: `len(items)`, not `items.__len__()`."""
 STATEMENTS = {"__setitem__": "{0}[{1}] = {2}", "__delitem__": "del {0}[{1}]"}
@@ -54,10 +69,20 @@ def subscript_text(argument: str) -> str:
 
 
 def is_operator(call: str) -> bool:
-    return " in " in call or " == " in call
+    """Whether the call is written as a comparison (`x < y`, `'a' in x`): it needs parentheses
+    before `== expected`, and is itself the assertion of a bool it returns."""
+    try:
+        node = ast.parse(call, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.Compare)
 
 
 def negated(call: str) -> str:
-    return (
-        call.replace(" in ", " not in ", 1) if " in " in call else call.replace(" == ", " != ", 1)
-    )
+    """The comparison that holds where `call` is False: `not in` for `in`, `!=` for `==`, else
+    `not (...)` (`not x < y` is not `x >= y` for every order)."""
+    if " in " in call:
+        return call.replace(" in ", " not in ", 1)
+    if " == " in call:
+        return call.replace(" == ", " != ", 1)
+    return f"not ({call})"

@@ -169,7 +169,7 @@ def render_table(
         call = method_call(instance_variable(owner), method, arguments)
     if rows[0]["seen"].get("generator") and not call.startswith("list("):
         call = f"list({call})"
-    if call.startswith(("(", "not ")) or " in " in call or " == " in call:
+    if call.startswith(("(", "not ", "-")) or is_operator(call):
         call = f"({call})"
     floats = any(row["seen"].get("type") == "float" for row in rows)
     lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")

@@ -282,7 +282,8 @@ def fill_pools(
         if not parameter.annotation and parameter.default is None and not parameter.used_as:
             parameter.used_as = passed_on.get(parameter.name, "")
         typed = typed_values(parameter, factory, 0)
-        if parameter.name == "other" and owner is not None and not parameter.annotation:
+        other = outer_type(parameter.annotation) not in TYPE_VALUES  # an alias: `Comparable`
+        if parameter.name == "other" and owner is not None and other:
             typed = [*factory.instances(owner.name), *typed]  # `other`: another of its kind
         indexed = not parameter.annotation or re.search(r"int|slice|Index", parameter.annotation)
         if definition.name == "__getitem__" and parameter is parameters[0] and indexed:
