@@ -1057,3 +1057,82 @@ def test_a_comparison_that_is_false_is_asserted_negated() -> None:
     assert negated("'a' in items") == "'a' not in items"
     assert negated("items == [1]") == "items != [1]"
     assert is_operator("money >= other") and not is_operator("money + other")
+
+
+KEYWORDS = """class KeywordTree:
+    def __init__(self):
+        self.words = []
+        self.done = False
+
+    def add(self, word: str):
+        self.words.append(word)
+
+    def finalize(self):
+        self.done = True
+
+    def search(self, text: str):
+        if not self.done:
+            raise ValueError("not finalized")
+        return [w for w in self.words if w in text]
+"""
+
+
+def test_a_method_is_also_tested_on_an_instance_its_class_filled_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`search` finds something only after `add` put a word in and `finalize` ran: the calls
+    on a fresh instance reach only the error; those after the mutators reach the result."""
+    project = make_project(tmp_path, {"keywords": KEYWORDS})
+    results = analyze(project, "pkg/keywords.py", capsys, monkeypatch)
+
+    text = written(
+        results["KeywordTree.search"], "tests/test_keywords_KeywordTree_search.py", project
+    )
+    assert (
+        "    keyword_tree = KeywordTree()\n"
+        "    keyword_tree.add('abc')\n"
+        "    keyword_tree.finalize()\n"
+        "    assert keyword_tree.search(text) == expected\n"
+    ) in text
+    assert "        ('abc', ['abc']),\n" in text
+    assert "        keyword_tree.search('abc')\n" in text  # the fresh instance's error stays
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_setups_are_the_mutators_that_take_arguments_then_one_that_finishes() -> None:
+    calls = candidate_calls(KEYWORDS, "KeywordTree.search")
+    setups = {c.setup for c in calls if c.origin == "sequence"}
+    assert setups == {(("add", "'abc'"),), (("add", "'abc'"), ("finalize", ""))}
+    # Each step is checked by the allow-list as a call on the instance.
+    sequenced = next(c for c in calls if c.setup)
+    assert allowed(sequenced, "KeywordTree.search", KEYWORDS)
+    forged = Candidate("'abc'", "KeywordTree()", "sequence", (("__class__", ""),))
+    assert not allowed(forged, "KeywordTree.search", KEYWORDS)
+    forged = Candidate("'abc'", "KeywordTree()", "sequence", (("add", "__import__('os')"),))
+    assert not allowed(forged, "KeywordTree.search", KEYWORDS)
+
+
+def test_a_parameter_typed_by_a_typevar_bound_to_a_callable_gets_no_literal() -> None:
+    source = (
+        "import typing as t\n\n"
+        'F = t.TypeVar("F", bound=t.Callable[..., t.Any])\n\n\n'
+        "class Signal:\n"
+        "    def __init__(self):\n"
+        "        self.receivers = {}\n\n"
+        "    def connect(self, receiver: F) -> F:\n"
+        "        self.receivers[id(receiver)] = receiver\n"
+        "        return receiver\n\n"
+        "    def send(self, sender):\n"
+        "        return [r(sender) for r in self.receivers.values()]\n\n"
+        "    @contextmanager\n"
+        "    def muted(self):\n"
+        "        self.is_muted = True\n"
+        "        yield\n"
+    )
+    # No function of the module fits: no call of connect at all, rather than connect(3).
+    assert candidate_calls(source, "Signal.connect") == []
+    # Nor is connect a step before send (nor muted, a context manager).
+    assert all(not c.setup for c in candidate_calls(source, "Signal.send"))
+    ready = source + "\n\ndef shout(sender):\n    return str(sender).upper()\n"
+    sequenced = [c for c in candidate_calls(ready, "Signal.send") if c.setup]
+    assert sequenced and all(c.setup[0] == ("connect", "shout") for c in sequenced)

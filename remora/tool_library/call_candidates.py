@@ -21,7 +21,12 @@ from typing import Any
 
 from remora.tool_library.call_sites import call_sites
 from remora.tool_library.callable_values import refusal
-from remora.tool_library.class_shapes import MAPPING_CONTENTS, collection_contents, overrides
+from remora.tool_library.class_shapes import (
+    MAPPING_CONTENTS,
+    collection_contents,
+    mutators,
+    overrides,
+)
 from remora.tool_library.code_literals import literals, words
 from remora.tool_library.doctest_examples import (
     Example,
@@ -45,11 +50,13 @@ MAX_CANDIDATES = 48
 @dataclass(frozen=True)
 class Candidate:
     """One call: `arguments` is the text between the call's parentheses; `instance` the
-    constructor call a method is called on (None for a function)."""
+    constructor call a method is called on (None for a function); `setup` the methods called
+    on the instance first, each (name, its arguments' text)."""
 
     arguments: str
     instance: str | None
     origin: str
+    setup: tuple[tuple[str, str], ...] = ()
 
     def case(self, target: str) -> str:
         """The call as test_cases.parse_test_case reads it."""
@@ -57,8 +64,18 @@ class Candidate:
             return f"{target}({self.arguments})"
         return f"{self.instance}.{target.rpartition('.')[2]}({self.arguments})"
 
+    def steps(self) -> list[str]:
+        """Each setup call as parse_test_case reads it, as a call on the instance."""
+        return [f"{self.instance}.{name}({arguments})" for name, arguments in self.setup]
+
+    @property
+    def key(self) -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
+        """What makes two candidates the same call."""
+        return (self.arguments, self.instance, self.setup)
+
     def as_dict(self) -> dict[str, Any]:
-        return {"arguments": self.arguments, "instance": self.instance, "origin": self.origin}
+        found = {"arguments": self.arguments, "instance": self.instance, "origin": self.origin}
+        return found | ({"setup": [list(step) for step in self.setup]} if self.setup else {})
 
 
 def candidate_calls(
@@ -112,11 +129,65 @@ def candidate_calls(
     if owner and parameters and collection_contents(classes[owner], classes) == [MAPPING_CONTENTS]:
         held_keys(name, parameters)
     refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
-    for arguments, origin in combinations(parameters):
+    calls = combinations(parameters)
+    sequenced = []
+    if owner and instances[0] is not None:  # the method on an instance other calls filled
+        shared = parameters[0].pool[0] if parameters and parameters[0].pool else None
+        found_setups = setups(classes[owner], name, shared, tree, classes, factory, module.values)
+        for setup in found_setups[:4]:
+            sequenced += [Candidate(a, instances[0], "sequence", setup) for a, _ in calls[:3]]
+    sequenced = sequenced[:SEQUENCED]
+    for arguments, origin in calls:
         for instance in instances[:3]:
-            add(arguments, origin, instance)
+            if len(found) < MAX_CANDIDATES - len(sequenced):
+                add(arguments, origin, instance)
+    found += sequenced
     # A callable parameter given a number or a string: nothing of that is a test to keep.
     return [c for c in found if refused is None or not refused(c.arguments)]
+
+
+SEQUENCED = 12
+"""Calls of a method on an instance other methods filled first (of MAX_CANDIDATES)."""
+
+
+def setups(
+    node: ast.ClassDef,
+    target: str,
+    shared: str | None,
+    tree: ast.Module,
+    classes: Mapping[str, ast.ClassDef],
+    factory: InstanceFactory,
+    values: tuple[list[str], list[str]],
+) -> list[tuple[tuple[str, str], ...]]:
+    """What to call on a fresh instance before the method, most telling first: the class's
+    first two mutators that take arguments, each given the method's own first value `shared`
+    (what is put in is what is then looked for: `add('abc')` before `search('abc')`) and its
+    own base call, each alone and followed by the first mutator that takes none (`finalize()`):
+    a keyword tree searched, a cache read, only after something was put in."""
+    steps: list[tuple[str, str]] = []
+    finishing: list[tuple[str, str]] = []
+    for method in mutators(node):
+        if method.name == target:
+            continue
+        parameters = parameters_of(method, method=True)
+        if not parameters:
+            finishing.append((method.name, ""))
+            continue
+        if len(steps) >= 4:
+            continue
+        fill_pools(parameters, method, tree, classes, factory, values)
+        refused = refusal(method, node, parameters, tree)  # a function where it calls one
+        calls = [c[0] for c in combinations(parameters)[:1]]
+        if shared is not None and not parameters[0].keyword_only:
+            first = {parameters[0].name: shared}
+            calls.insert(0, ", ".join(call_arguments(parameters, first)))
+        steps += [(method.name, a) for a in dict.fromkeys(calls) if not (refused and refused(a))]
+    found: list[tuple[tuple[str, str], ...]] = []
+    for step in steps:
+        found.append((step,))
+        if finishing:
+            found.append((step, finishing[0]))
+    return found
 
 
 @dataclass(frozen=True)

@@ -137,16 +137,21 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
         if type(value) in (dict, list)
     }
     instance = None
+    namespace["_split"] = lambda *args, **kwargs: (args, kwargs)
     if call.get("instance"):
         try:
             instance = eval(call["instance"], namespace)  # allow-listed literals only
+            # The methods called on it first (`tree.add('he')` before `tree.search(...)`),
+            # each checked by the allow-list as a call of its own.
+            for method, text in call.get("setup") or []:
+                step_args, step_kwargs = eval("_split(" + text + ")", namespace)
+                getattr(instance, method)(*step_args, **step_kwargs)
         except Exception as error:
             return {"outcome": "setup_failed", "exception": type(error).__name__}
         function = getattr(instance, request["method"])
         built = public_state(instance)
     else:
         function = getattr(module, request["function"])
-    namespace["_split"] = lambda *args, **kwargs: (args, kwargs)
     args, kwargs = eval("_split(" + call["arguments"] + ")", namespace)
     arguments = {}
     sample = None

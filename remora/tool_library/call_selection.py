@@ -30,7 +30,8 @@ CONTRADICTION_ERRORS = frozenset(
 the parameters' use: never pinned."""
 ENVIRONMENT_ERRORS = frozenset({"OSError", "MemoryError", "SystemError"})
 """Bases of exceptions that depend on the machine (files, memory), not only on the call."""
-ORIGIN_RANK = {"call site": 0, "doctest": 0, "model": 1, "boundary": 2, "types": 2, "values": 3}
+ORIGIN_RANK = {"call site": 0, "doctest": 0, "model": 1, "boundary": 2, "types": 2, "values": 3,
+               "sequence": 3}  # fmt: skip
 OTHER_VALUES = 8
 """Returns of further values (same branches, other results) kept at most."""
 PER_PARAMETER = 5

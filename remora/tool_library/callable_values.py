@@ -10,7 +10,7 @@ its annotation says so (`Callable[[int], str]`, `callable`)."""
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from remora.tool_library.parameter_values import Parameter, Refusal
 
@@ -19,14 +19,18 @@ MAX_FUNCTIONS = 3
 
 
 def callable_arities(
-    definition: ast.FunctionDef, owner: ast.ClassDef | None, parameters: Sequence[Parameter]
+    definition: ast.FunctionDef,
+    owner: ast.ClassDef | None,
+    parameters: Sequence[Parameter],
+    aliases: Mapping[str, str] | None = None,
 ) -> dict[str, int | None]:
     """The callable parameters, by name, with how many arguments they are called with (None:
-    not known, an annotation without its argument list)."""
+    not known, an annotation without its argument list). `aliases`: what the module's type
+    aliases and TypeVars stand for (`F` bound to `Callable[..., Any]`: type_aliases)."""
     names = {parameter.name for parameter in parameters}
     found: dict[str, int | None] = {}
     for parameter in parameters:
-        text = parameter.annotation
+        text = (aliases or {}).get(parameter.annotation, parameter.annotation)
         if "Callable" in text or text == "callable":
             arguments = _annotated_arguments(text)
             found[parameter.name] = None if arguments is None else len(arguments)
@@ -53,6 +57,25 @@ def callable_arities(
                 and node.func.attr in stored
             ):
                 found[stored[node.func.attr]] = _arity(node)
+    return found
+
+
+def type_aliases(tree: ast.Module) -> dict[str, str]:
+    """The module's top-level `F = TypeVar("F", bound=Callable[...])` (its bound) and
+    `Handler = Callable[[int], str]` (its value), by name, as text."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if not isinstance(target, ast.Name):
+            continue
+        if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("TypeVar"):
+            bound = next((k.value for k in value.keywords if k.arg == "bound"), None)
+            if bound is not None:
+                found[target.id] = ast.unparse(bound).strip("'\"")
+        elif isinstance(value, ast.Subscript) and "Callable" in ast.unparse(value.value):
+            found[target.id] = ast.unparse(value)
     return found
 
 
@@ -138,7 +161,7 @@ def refusal(
 ) -> Refusal:
     """Gives the definition's callable parameters the module's functions (not `exclude`, the
     target itself); what says a call's arguments are degenerate, or None without callables."""
-    arities = callable_arities(definition, owner, parameters)
+    arities = callable_arities(definition, owner, parameters, type_aliases(tree))
     if not arities:
         return None
     give_functions(parameters, arities, tree, exclude)

@@ -30,7 +30,10 @@ def describe(
         tail = "".join(f"_{key}_{value_word(mine.get(key, 'default'))}" for key in differing)
     elif differing:
         tail = "_" + "_".join(differing[:2])
-    elif candidate.get("instance") != reference.get("instance"):
+    setup = candidate.get("setup") or []
+    if setup and setup != reference.get("setup"):  # what was called on the instance first
+        tail += "_after_" + "_".join(snake(str(step[0])) for step in setup)
+    elif not tail and candidate.get("instance") != reference.get("instance"):
         tail = "_other_instance"
     if seen.get("outcome") == "raised":
         tail += "_raises_" + snake(str(seen.get("exception")))
@@ -60,7 +63,7 @@ def value_word(text: str) -> str:
         if sliced:  # slice(1, 3): slice_1_3; slice(None): slice_all
             words = [value_word(part.strip()) for part in sliced.group(1).split(",")]
             return "slice_" + ("all" if words == ["none"] else "_".join(words))
-        match = re.match(r"([A-Z]\w*)\(", text)
+        match = re.match(r"(?:[a-z_]\w*\.)?([A-Z]\w*)\(", text)  # `uuid.UUID(...)`: uuid
         return snake(match.group(1)) if match else "object"
     if value is None or isinstance(value, bool):
         return str(value).lower()

@@ -52,8 +52,13 @@ def render_tests(
     written = [method, base_name, *([owner, instance_variable(owner)] if owner else [])]
     if not all(code_name(name) for name in written):
         return []
-    # Only what a test can write of the probe's reports (new items: tables match by identity).
-    chosen = [{"candidate": item["candidate"], "seen": writable(item["seen"])} for item in chosen]
+    # Only what a test can write of the probe's reports (new items: tables match by identity),
+    # and calls made first on the instance only where their names can be written as code.
+    chosen = [
+        {"candidate": item["candidate"], "seen": writable(item["seen"])}
+        for item in chosen
+        if all(writable_step(step) for step in item["candidate"].get("setup") or [])
+    ]
     reference = base or next(
         (item["candidate"] for item in chosen if item["seen"].get("outcome") == "returned"),
         chosen[0]["candidate"] if chosen else {},
@@ -119,7 +124,9 @@ def example_tables(
         names = argument_names(str(item["candidate"]["arguments"]), parameters)
         if names is None:
             continue
-        key = (item["candidate"].get("instance"), tuple(names), bool(item["seen"].get("generator")))
+        candidate = item["candidate"]
+        built = (candidate.get("instance"), repr(candidate.get("setup")))
+        key = (*built, tuple(names), bool(item["seen"].get("generator")))
         groups.setdefault(key, []).append(item)
     return [rows for rows in groups.values() if len(rows) >= 2]
 
@@ -166,6 +173,7 @@ def render_table(
     call = f"{method}({', '.join(arguments)})"
     if owner:
         lines.append(f"    {instance_variable(owner)} = {first['instance']}")
+        lines += setup_lines(instance_variable(owner), first)
         call = method_call(instance_variable(owner), method, arguments)
     if rows[0]["seen"].get("generator") and not call.startswith("list("):
         call = f"list({call})"
@@ -176,6 +184,9 @@ def render_table(
     instance = str(first.get("instance") or "")
     used = [*([] if owner else [method]), *used_names(instance)]
     imports: list[str] = standard_imports(instance)
+    for _, text in first.get("setup") or []:
+        used += used_names(str(text))
+        imports += standard_imports(str(text))
     for row in rows:
         used += used_names(str(row["candidate"]["arguments"]))
         imports += standard_imports(str(row["candidate"]["arguments"]))
@@ -230,6 +241,7 @@ def render_one(
     if owner:
         variable = instance_variable(owner)
         lines.append(f"    {variable} = {candidate['instance']}")
+        lines += setup_lines(variable, candidate)
         call = method_call(variable, method, arguments)
     else:
         call = f"{method}({', '.join(arguments)})"
@@ -304,7 +316,9 @@ def finished(
         *names,
     ]
     names += used_names(str(candidate["arguments"]))
-    built = [str(candidate.get("instance") or ""), str(candidate["arguments"])]
+    setup = [str(text) for _, text in candidate.get("setup") or []]
+    names += [name for text in setup for name in used_names(text)]
+    built = [str(candidate.get("instance") or ""), str(candidate["arguments"]), *setup]
     return {
         "name": name,
         "code": "\n".join(lines) + "\n",
@@ -312,6 +326,31 @@ def finished(
         "imports": sorted({line for text in built for line in standard_imports(text)}),
         "uses_pytest": uses_pytest,
     }
+
+
+def writable_step(step: Sequence[Any]) -> bool:
+    """Whether a call made on the instance first names a method and keywords a test may
+    write as code."""
+    if len(step) != 2 or not code_name(step[0]):
+        return False
+    try:
+        node = ast.parse(f"_({step[1]})", mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.Call) and all(code_name(k.arg) for k in node.keywords)
+
+
+def setup_lines(variable: str, candidate: Mapping[str, Any]) -> list[str]:
+    """The calls made on the instance before the tested one (`tree.add('abc')`), each as code
+    calls it (`store['a'] = 1`)."""
+    lines = []
+    for name, text in candidate.get("setup") or []:
+        node = ast.parse(f"_({text})", mode="eval").body
+        assert isinstance(node, ast.Call)
+        arguments = [source_of(str(text), argument) for argument in node.args]
+        arguments += [f"{k.arg}={source_of(str(text), k.value)}" for k in node.keywords]
+        lines.append(f"    {method_call(variable, str(name), arguments)}")
+    return lines
 
 
 def pattern_literal(message: str) -> str:

@@ -72,14 +72,14 @@ async def explore_calls(
         "lines": lines,
     }
     classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
-    observed: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    observed: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     coverage = True
 
     async def probed(checked: list[Candidate]) -> list[list[dict[str, Any]]]:
         """What each probe run saw of each call, probing only calls not seen yet (each call
         runs in a child process of its own: what was seen of one stays true)."""
         nonlocal coverage
-        new = [c for c in checked if (c.arguments, c.instance) not in observed]
+        new = [c for c in checked if c.key not in observed]
         if new:
             runs = [
                 await probe(request | {"calls": [c.as_dict() for c in new]})
@@ -89,10 +89,8 @@ async def explore_calls(
             for index, candidate in enumerate(new):
                 # Only what a test can write is selected for: a state entry named by a key
                 # the model chose (`self.__dict__.update(fields)`) is no attribute to pin.
-                observed[candidate.arguments, candidate.instance] = [
-                    writable(run["results"][index]) for run in runs
-                ]
-        return [[observed[c.arguments, c.instance][i] for c in checked] for i in range(PROBE_RUNS)]
+                observed[candidate.key] = [writable(run["results"][index]) for run in runs]
+        return [[observed[c.key][i] for c in checked] for i in range(PROBE_RUNS)]
 
     if model == "always":
         proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
@@ -106,11 +104,9 @@ async def explore_calls(
     # branch none of the chosen calls took, or nothing to pin), and its calls join them.
     if model == "for branches" and (not coverage or branches_left(source, lines, chosen["chosen"])):
         proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
-        known = {(c.arguments, c.instance) for c in candidates}
+        known = {c.key for c in candidates}
         offered = candidate_calls(source, target, project_sources, proposals, constructors)
-        added = [
-            c for c in offered if c.origin == "model" and (c.arguments, c.instance) not in known
-        ]
+        added = [c for c in offered if c.origin == "model" and c.key not in known]
         if added:
             candidates += added
             checked += [candidate for candidate in added if allowed(candidate, target, source)]
@@ -148,12 +144,20 @@ async def explore_calls(
 
 
 def allowed(candidate: Candidate, target: str, source: str) -> bool:
-    """Whether the allow-list reads the candidate as exactly the plain call it is."""
-    try:
-        case = parse_test_case(candidate.case(target), target, source)
-    except ValueError:
-        return False
-    return bool(case["kind"] == "call" and case["call"] == candidate.case(target))
+    """Whether the allow-list reads the candidate, and each method called on its instance
+    first, as exactly the plain call it is."""
+    owner = target.rpartition(".")[0]
+    calls = [(candidate.case(target), target)]
+    steps = zip(candidate.steps(), candidate.setup, strict=True)
+    calls += [(text, f"{owner}.{name}") for text, (name, _) in steps]
+    for text, function in calls:
+        try:
+            case = parse_test_case(text, function, source)
+        except ValueError:
+            return False
+        if case["kind"] != "call" or case["call"] != text:
+            return False
+    return True
 
 
 def branches_left(source: str, lines: Sequence[int], chosen: Sequence[Mapping[str, Any]]) -> bool:

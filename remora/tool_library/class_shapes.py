@@ -223,3 +223,53 @@ def record_fields(node: ast.ClassDef) -> list[tuple[str, str | None]] | None:
         written = f"{statement.target.id}: {kind}"
         fields.append((written, None if value is None else ast.unparse(value)))
     return fields
+
+
+GROWING = frozenset({"append", "add", "extend", "insert", "update", "setdefault", "appendleft"})
+"""Methods of a held list, set or dict that put something in it."""
+
+
+def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
+    """The class's public methods that put something into the instance: they assign one of its
+    attributes (`self.count += 1`, `self.items[key] = value`) or grow one it holds
+    (`self.receivers.append(...)`, `self._words.add(...)`), those taking arguments first (they
+    add, where one without finishes: `finalize()`). Properties, static and class methods are
+    left out; a test calls these on the instance before the method it tests."""
+    found: list[ast.FunctionDef] = []
+    for method in node.body:
+        if not isinstance(method, ast.FunctionDef) or method.name.startswith("_"):
+            continue
+        names = {ast.unparse(d).rsplit(".", 1)[-1] for d in method.decorator_list}
+        if names & {"property", "staticmethod", "classmethod", "setter", "abstractmethod"}:
+            continue
+        if not method.args.args or any(
+            d for d in method.decorator_list if ast.unparse(d).endswith(".setter")
+        ):
+            continue
+        if "contextmanager" in str(names) or any(
+            isinstance(inner, ast.Yield | ast.YieldFrom) for inner in ast.walk(method)
+        ):
+            continue  # a generator changes nothing until it is iterated
+        this = method.args.args[0].arg
+        if any(changes(statement, this) for statement in ast.walk(method)):
+            found.append(method)
+    return sorted(found, key=lambda m: len(m.args.args) + len(m.args.kwonlyargs) == 1)
+
+
+def changes(node: ast.AST, this: str) -> bool:
+    """Whether a node assigns an attribute of `this` (or an item of one) or grows one."""
+
+    def held(target: ast.expr) -> bool:  # self.x, self.x[k], self.x.y
+        while isinstance(target, ast.Subscript | ast.Attribute):
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                return target.value.id == this
+            target = target.value
+        return False
+
+    if isinstance(node, ast.Assign):
+        return any(held(target) for target in node.targets)
+    if isinstance(node, ast.AugAssign | ast.AnnAssign):
+        return held(node.target)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in GROWING and held(node.func.value)
+    return False
