@@ -1,11 +1,15 @@
 """How a test writes a call of a method: special methods the way code uses them (`len(x)`,
 `x[1:3]`, `'a' in x`, `x < y`, `x + y`, `x[k] = v`, `del x[k]`), every other method as
-`x.method(...)`."""
+`x.method(...)`; the calls made on the instance before the tested one (`tree.add('abc')`), and an
+argument's own text in a candidate."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from remora.tool_library.case_checks import code_name
 
 PROTOCOL = {
     "__len__": "len({0})",
@@ -86,3 +90,34 @@ def negated(call: str) -> str:
     if " == " in call:
         return call.replace(" == ", " != ", 1)
     return f"not ({call})"
+
+
+def writable_step(step: Sequence[Any]) -> bool:
+    """Whether a call made on the instance first names a method and keywords a test may
+    write as code."""
+    if len(step) != 2 or not code_name(step[0]):
+        return False
+    try:
+        node = ast.parse(f"_({step[1]})", mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.Call) and all(code_name(k.arg) for k in node.keywords)
+
+
+def setup_lines(variable: str, candidate: Mapping[str, Any]) -> list[str]:
+    """The calls made on the instance before the tested one (`tree.add('abc')`), each as code
+    calls it (`store['a'] = 1`)."""
+    lines = []
+    for name, text in candidate.get("setup") or []:
+        node = ast.parse(f"_({text})", mode="eval").body
+        assert isinstance(node, ast.Call)
+        arguments = [source_of(str(text), argument) for argument in node.args]
+        arguments += [f"{k.arg}={source_of(str(text), k.value)}" for k in node.keywords]
+        lines.append(f"    {method_call(variable, str(name), arguments)}")
+    return lines
+
+
+def source_of(text: str, node: ast.expr) -> str:
+    """The node's own text in the candidate (the proposer's quoting), else unparsed."""
+    segment = ast.get_source_segment(f"_({text})", node)
+    return segment if segment is not None else ast.unparse(node)

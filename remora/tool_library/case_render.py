@@ -15,7 +15,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from remora.tool_library.call_forms import STATEMENTS, is_operator, method_call, negated
+from remora.tool_library.call_forms import (
+    STATEMENTS,
+    is_operator,
+    method_call,
+    negated,
+    setup_lines,
+    source_of,
+    writable_step,
+)
 from remora.tool_library.case_checks import (
     STANDARD_MODULES,
     VALUE_IMPORTS,
@@ -328,31 +336,6 @@ def finished(
     }
 
 
-def writable_step(step: Sequence[Any]) -> bool:
-    """Whether a call made on the instance first names a method and keywords a test may
-    write as code."""
-    if len(step) != 2 or not code_name(step[0]):
-        return False
-    try:
-        node = ast.parse(f"_({step[1]})", mode="eval").body
-    except SyntaxError:
-        return False
-    return isinstance(node, ast.Call) and all(code_name(k.arg) for k in node.keywords)
-
-
-def setup_lines(variable: str, candidate: Mapping[str, Any]) -> list[str]:
-    """The calls made on the instance before the tested one (`tree.add('abc')`), each as code
-    calls it (`store['a'] = 1`)."""
-    lines = []
-    for name, text in candidate.get("setup") or []:
-        node = ast.parse(f"_({text})", mode="eval").body
-        assert isinstance(node, ast.Call)
-        arguments = [source_of(str(text), argument) for argument in node.args]
-        arguments += [f"{k.arg}={source_of(str(text), k.value)}" for k in node.keywords]
-        lines.append(f"    {method_call(variable, str(name), arguments)}")
-    return lines
-
-
 def pattern_literal(message: str) -> str:
     """A string literal of a regular expression matching `message` literally, escaping only
     what regular expressions give a meaning (re.escape also escapes spaces and dashes, which
@@ -362,12 +345,6 @@ def pattern_literal(message: str) -> str:
     if raw and pattern.isprintable():
         return f"r'{pattern}'"
     return repr(pattern)
-
-
-def source_of(text: str, node: ast.expr) -> str:
-    """The node's own text in the candidate (the proposer's quoting), else unparsed."""
-    segment = ast.get_source_segment(f"_({text})", node)
-    return segment if segment is not None else ast.unparse(node)
 
 
 def render_module(
