@@ -1136,3 +1136,37 @@ def test_a_parameter_typed_by_a_typevar_bound_to_a_callable_gets_no_literal() ->
     ready = source + "\n\ndef shout(sender):\n    return str(sender).upper()\n"
     sequenced = [c for c in candidate_calls(ready, "Signal.send") if c.setup]
     assert sequenced and all(c.setup[0] == ("connect", "shout") for c in sequenced)
+
+
+def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) -> None:
+    """Every child forks the same state of `random`, so the two probe runs were two draws: a
+    function returning one of few words passed both by chance and failed in a suite. The child
+    now draws again after reseeding, and the selection drops a call whose result varies."""
+    import remora.tool_library.call_probe as call_probe
+
+    project = make_project(
+        tmp_path,
+        {
+            "draws": "import random\n\n\ndef coin():\n    return random.randrange(10**9)\n\n\n"
+            "def double(x):\n    return 2 * x\n"
+        },
+    )
+    spec = importlib.util.spec_from_file_location("probed_draws", project / "pkg" / "draws.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = os.path.realpath(str(module.__file__))
+    lines = Path(path).read_text().split("\n")
+    coin = call_probe.observe(
+        module, path, lines, {"function": "coin", "method": None, "lines": [4, 5]},
+        {"arguments": "", "instance": None}, False,
+    )  # fmt: skip
+    double = call_probe.observe(
+        module, path, lines, {"function": "double", "method": None, "lines": [8, 9]},
+        {"arguments": "3", "instance": None}, False,
+    )  # fmt: skip
+    assert coin["varies"] is True and double["varies"] is False and double["value"] == "6"
+    runs = [[coin], [dict(coin, varies=False)]]
+    chosen = select_calls([candidate("")], runs, [], "pkg.draws", "coin")
+    assert chosen["chosen"] == []
+    assert chosen["dropped"] == ["coin(): returns what random numbers or the clock give"]

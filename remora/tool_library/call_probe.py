@@ -176,10 +176,12 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     signal.alarm(CALL_SECONDS)
     seen = {}
     consumed = False
+    drawn = watched_randomness()
     try:
         if tracer is not None:
             tracer.start()
         try:
+            drawn["on"] = True  # only the call's own draws: coverage.py draws some too
             value = function(*args, **kwargs)
             iterated = request.get("method") in ("__iter__", "__reversed__")
             consumed = inspect.isgenerator(value) or (iterated and hasattr(value, "__next__"))
@@ -189,6 +191,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
             if consumed:  # a generator's behaviour is what it yields: a test lists it
                 value = list(itertools.islice(value, GENERATED_ITEMS + 1))
         finally:
+            drawn["on"] = False
             if tracer is not None:
                 tracer.stop()
         seen = {"outcome": "returned"} | described(value, module)
@@ -238,11 +241,41 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     seen["mutated"] = {
         name: literal(value) for name, (value, text) in mutable.items() if safe_repr(value) != text
     }
+    # A call that drew random numbers (random, secrets, uuid4: os.urandom) returns what the
+    # draw gave: the two probe runs are two draws, and one of few words passes both by chance.
+    seen["varies"] = drawn["count"] > 0
+    quiet = not (seen["state_changed"] or seen["files_changed"] or seen["mutated"])
+    if instance is None and quiet and not consumed and not seen["varies"]:
+        # Another draw of anything else that varies (the clock): the call made again.
+        seen["varies"] = not same_again(module, function, call, namespace, seen, False)
     if instance is not None:  # what the call changed in the instance (or added to it)
         after = public_state(instance)
         seen["instance"] = {name: text for name, text in after.items() if built.get(name) != text}
     seen["sample"] = sample
     return seen
+
+
+def watched_randomness():
+    """{"on", "count"}: while "on", each random number this process draws is counted: the
+    random module's generators (its functions, Random and SystemRandom instances) and
+    os.urandom (secrets, uuid4) are wrapped. The child is forked: nothing else sees this."""
+    import random
+
+    drawn = {"on": False, "count": 0}
+
+    def watched(original):
+        def draw(*args, **kwargs):
+            drawn["count"] += int(drawn["on"])
+            return original(*args, **kwargs)
+
+        return draw
+
+    for owner in (random.Random, random.SystemRandom, random):
+        for name in ("random", "getrandbits"):
+            if hasattr(owner, name):
+                setattr(owner, name, watched(getattr(owner, name)))
+    os.urandom = watched(os.urandom)
+    return drawn
 
 
 def memo_caches(module, tables, changed):
@@ -263,10 +296,11 @@ def memo_caches(module, tables, changed):
     return found
 
 
-def same_again(module, function, call, namespace, seen):
+def same_again(module, function, call, namespace, seen, messages=True):
     """Whether the call, made again now that it filled its caches (the arguments built anew),
     returns or raises the same: the repetition that shows a cache changes no result. The suite
-    check on the host runs the written tests in several orders, which shows the rest."""
+    check on the host runs the written tests in several orders, which shows the rest.
+    `messages`: whether an exception's message must be the same too."""
     if seen.get("generator"):
         return False
     signal.alarm(CALL_SECONDS)
@@ -280,7 +314,7 @@ def same_again(module, function, call, namespace, seen):
     finally:
         signal.alarm(0)
     keys = ("outcome", "value", "exception", "attributes")
-    message = str(seen.get("message"))[:300] == str(again.get("message"))[:300]
+    message = str(seen.get("message"))[:300] == str(again.get("message"))[:300] or not messages
     return all(seen.get(key) == again.get(key) for key in keys) and message
 
 

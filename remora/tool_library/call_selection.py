@@ -58,6 +58,10 @@ def select_calls(
     for index, candidate in enumerate(candidates):
         seen = [run[index] for run in runs]
         first = seen[0]
+        if any(other.get("varies") for other in seen):
+            why = "returns what random numbers or the clock give"
+            dropped.append(f"{call_text(candidate, target)}: {why}")
+            continue
         if any(stable(other) != stable(first) for other in seen[1:]):
             dropped.append(f"{call_text(candidate, target)}: behaves differently from run to run")
             continue
