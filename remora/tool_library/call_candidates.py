@@ -160,10 +160,11 @@ def setups(
     values: tuple[list[str], list[str]],
 ) -> list[tuple[tuple[str, str], ...]]:
     """What to call on a fresh instance before the method, most telling first: the class's
-    first two mutators that take arguments, each given the method's own first value `shared`
-    (what is put in is what is then looked for: `add('abc')` before `search('abc')`) and its
-    own base call, each alone and followed by the first mutator that takes none (`finalize()`):
-    a keyword tree searched, a cache read, only after something was put in."""
+    mutators that take arguments, in order, each given the method's own first value `shared`
+    (what is put in is what is then looked for: `add('abc')` before `search('abc')`) and then
+    its own base call, each alone and followed by the first mutator that takes none
+    (`finalize()`): a keyword tree searched, a cache read, only after something was put in.
+    The caller keeps the first four."""
     steps: list[tuple[str, str]] = []
     finishing: list[tuple[str, str]] = []
     for method in mutators(node):
