@@ -227,6 +227,11 @@ def record_fields(node: ast.ClassDef) -> list[tuple[str, str | None]] | None:
 
 GROWING = frozenset({"append", "add", "extend", "insert", "update", "setdefault", "appendleft"})
 """Methods of a held list, set or dict that put something in it."""
+NOT_MUTATORS = frozenset(
+    {"property", "setter", "staticmethod", "classmethod", "abstractmethod", "contextmanager"}
+)
+"""Decorators (by their last name: `x.setter`, `contextlib.contextmanager`) of a method that is
+no call putting something into an instance."""
 
 
 def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
@@ -240,15 +245,9 @@ def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
         if not isinstance(method, ast.FunctionDef) or method.name.startswith("_"):
             continue
         names = {ast.unparse(d).rsplit(".", 1)[-1] for d in method.decorator_list}
-        if names & {"property", "staticmethod", "classmethod", "setter", "abstractmethod"}:
+        if names & NOT_MUTATORS or not method.args.args:
             continue
-        if not method.args.args or any(
-            d for d in method.decorator_list if ast.unparse(d).endswith(".setter")
-        ):
-            continue
-        if "contextmanager" in str(names) or any(
-            isinstance(inner, ast.Yield | ast.YieldFrom) for inner in ast.walk(method)
-        ):
+        if any(isinstance(inner, ast.Yield | ast.YieldFrom) for inner in ast.walk(method)):
             continue  # a generator changes nothing until it is iterated
         this = method.args.args[0].arg
         if any(changes(statement, this) for statement in ast.walk(method)):

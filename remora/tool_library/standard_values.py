@@ -6,7 +6,8 @@ instances written through the type's module, `uuid.UUID('12345678-...')`: a test
 that module (`import uuid`), and the name can never be one of the module's own (test_cases'
 allow-list admits only these calls, with literal arguments, and only where the module under test
 defines no function or class of the module's name). The types are those whose repr a test can
-also pin (case_checks.VALUE_TYPES); the values are ones a reader recognises.
+also pin (call_probe.VALUE_TYPES, case_checks.VALUE_IMPORTS); the values are ones a reader
+recognises.
 """
 
 from __future__ import annotations

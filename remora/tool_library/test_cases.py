@@ -38,12 +38,10 @@ only exceptions derived from Exception)."""
 ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
     "sets or dicts of them, slice(...) of integers, constructors of the module's classes, "
-    "the module's functions by name, or datetime.date(...), datetime.datetime(...), "
-    "datetime.time(...), datetime.timedelta(...), decimal.Decimal(...), fractions.Fraction(...) "
-    "and uuid.UUID(...) of literals"
+    "the module's functions by name, or "
+    + ", ".join(f"{dotted}(...)" for dotted in STANDARD_VALUES)
+    + " of literals"
 )
-STANDARD_TYPES = frozenset(STANDARD_VALUES)
-"""The standard value types a case may build, by their dotted names (`datetime.date`)."""
 
 REFUSED = {
     ast.Attribute: "attribute access",
@@ -303,7 +301,7 @@ def standard_constructor(node: ast.expr, defined: frozenset[str]) -> bool:
     return (
         isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
-        and f"{node.value.id}.{node.attr}" in STANDARD_TYPES
+        and f"{node.value.id}.{node.attr}" in STANDARD_VALUES
         and node.value.id not in defined
     )
 
