@@ -997,6 +997,102 @@ def test_a_standard_value_is_allowed_only_through_a_module_the_module_does_not_r
             parse_test_case(text, "stamp", plain)
 
 
+VARINTS = """import typing
+
+
+class _Varint:
+    @staticmethod
+    def encode(n: int) -> bytearray:
+        out = bytearray()
+        while True:
+            low, n = n & 0x7F, n >> 7
+            if n == 0:
+                out.append(low)
+                return out
+            out.append(0x80 | low)
+
+    @staticmethod
+    def total(data: bytearray) -> int:
+        return sum(data)
+
+    @staticmethod
+    def read(stream: typing.BinaryIO) -> int:
+        first = stream.read(1)
+        if not first:
+            raise EOFError
+        return first[0] & 0x7F
+
+
+def words(text: typing.TextIO) -> int:
+    return len(text.read().split())
+"""
+
+
+def test_bytes_and_streams_are_given_and_returned_bytearrays_pinned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(tmp_path, {"varints": VARINTS})
+    results = analyze(project, "pkg/varints.py", capsys, monkeypatch)
+
+    # A returned bytearray is pinned through its repr (a builtin: nothing to import).
+    text = written(results["_Varint.encode"], "tests/test_varints__Varint_encode.py", project)
+    assert "(128, bytearray(b'\\x80\\x01'))," in text
+    # A bytearray parameter gets bytearrays, a BinaryIO one and a TextIO one streams of io.
+    text = written(results["_Varint.total"], "tests/test_varints__Varint_total.py", project)
+    assert "(bytearray(b'abc'), 294)," in text
+    text = written(results["_Varint.read"], "tests/test_varints__Varint_read.py", project)
+    assert "import io\n" in text and "(io.BytesIO(b'\\xff\\x01'), 127)," in text
+    raising = "def test_varint_read_stream_empty_raises_eoferror():\n    varint = _Varint()\n"
+    raising += "    with pytest.raises(EOFError):\n        varint.read(io.BytesIO(b''))"
+    assert raising in text
+    text = written(results["words"], "tests/test_varints_words.py", project)
+    assert "(io.StringIO('line one\\nline two\\n'), 4)," in text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_table_column_named_like_the_instance_or_a_module_takes_a_suffix() -> None:
+    chosen = [
+        {
+            "candidate": {"arguments": str(n), "instance": "_I()", "origin": "types"},
+            "seen": observation(value=str(n * 2)),
+        }
+        for n in (3, 4)
+    ]
+    (test,) = render_tests("_I.encode", chosen, ["i"], "pkg.codes")
+    assert "    ('i_value', 'expected'),\n" in test["code"]
+    assert "    i = _I()\n    assert i.encode(i_value) == expected\n" in test["code"]
+    # By keyword too, and for a standard module the arguments are built with.
+    chosen = [
+        {
+            "candidate": {"arguments": f"uuid=uuid.UUID(int={n})", "origin": "types"},
+            "seen": observation(value=str(n)),
+        }
+        for n in (1, 2)
+    ]
+    (test,) = render_tests("number", chosen, ["uuid"], "pkg.codes")
+    assert "def test_number(uuid_value, expected):\n" in test["code"]
+    assert "    assert number(uuid=uuid_value) == expected\n" in test["code"]
+    assert test["imports"] == ["import uuid"]
+
+
+def test_bytearray_arguments_are_allowed_of_bytes_or_integers_only() -> None:
+    source = "def total(data):\n    return sum(data)\n"
+    for text in ("total(bytearray(b'ab'))", "total(bytearray([1, 2]))", "total(bytearray())"):
+        assert parse_test_case(text, "total", source)["names"] == ["total"]
+    refused = [
+        "total(bytearray('abc', 'ascii'))",  # text and an encoding: two arguments
+        "total(bytearray('abc'))",
+        "total(bytearray(size=3))",
+        "total(bytearray([1, 256]))",
+        "total(bytearray(['a']))",
+        "total(bytearray(__import__('os')))",
+    ]
+    for text in refused:
+        with pytest.raises(ValueError):
+            parse_test_case(text, "total", source)
+    assert used_names("bytearray(b'ab'), 3") == []
+
+
 def test_tables_of_calls_on_several_instances_get_distinct_names() -> None:
     chosen = [
         {

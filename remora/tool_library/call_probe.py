@@ -122,12 +122,13 @@ def in_child(module, path, lines, request, call, has_coverage, tracer=None):
 
 
 def observe(module, path, lines, request, call, has_coverage, tracer=None):
-    namespace = {"__builtins__": {}, "slice": slice}  # the allow-list admits slice(ints)
+    # The allow-list admits slice(ints) and bytearray(bytes or ints) of the builtins.
+    namespace = {"__builtins__": {}, "slice": slice, "bytearray": bytearray}
     namespace.update(  # its classes (constructed) and functions (passed by name)
         {name: value for name, value in vars(module).items() if inspect.isclass(value)}
         | {name: f for name, f in vars(module).items() if inspect.isfunction(f) and "." not in name}
     )
-    for package in VALUE_TYPES:  # `datetime.date(...)`: where the module defines no such name
+    for package in ARGUMENT_MODULES:  # `datetime.date(...)`: where the module defines no such name
         if getattr(namespace.get(package), "__module__", None) != module.__name__:
             namespace[package] = importlib.import_module(package)
     before = state(module)
@@ -345,6 +346,11 @@ def described(value, module):
 VALUE_TYPES = {"datetime": ("date", "datetime", "time", "timedelta", "timezone"),
                "decimal": ("Decimal",), "fractions": ("Fraction",), "uuid": ("UUID",)}  # fmt: skip
 """Standard value types whose repr builds an equal value (case_checks.VALUE_IMPORTS)."""
+BUILTIN_VALUES = {"bytearray": bytearray, "frozenset": frozenset}
+"""Builtin types whose repr builds an equal value but is no literal: `bytearray(b'\\x01')`."""
+ARGUMENT_MODULES = (*VALUE_TYPES, "io")
+"""The modules arguments are built through (case_checks.STANDARD_MODULES): value types, and
+`io` for streams a reader is given."""
 
 
 def constructed(value, module):
@@ -354,7 +360,7 @@ def constructed(value, module):
     that code, evaluated with only those names, gives back an equal value of the same type."""
     import enum
 
-    kind, names = type(value), {"datetime": importlib.import_module("datetime")}
+    kind, names = type(value), {"datetime": importlib.import_module("datetime"), **BUILTIN_VALUES}
     for package in ("decimal", "fractions", "uuid"):
         imported = importlib.import_module(package)
         names.update({name: getattr(imported, name) for name in VALUE_TYPES[package]})
@@ -368,7 +374,8 @@ def constructed(value, module):
     else:
         # Any class of the module whose repr builds an equal value (a record, an immutable
         # mapping's `frozendict({'a': 1})`): the evaluation below decides, not its kind.
-        if not owned and kind.__name__ not in VALUE_TYPES.get(kind.__module__, ()):
+        standard = kind.__name__ in VALUE_TYPES.get(kind.__module__, ())
+        if not owned and not standard and BUILTIN_VALUES.get(kind.__name__) is not kind:
             return None
         text = safe_repr(value)
     try:

@@ -56,6 +56,9 @@ VALUE_IMPORTS = {
 }
 """The standard value types a probe may report a value of, by the name their repr uses, and
 the import a test needs for it (call_probe.VALUE_TYPES)."""
+BUILTIN_VALUES = frozenset({"bytearray", "frozenset"})
+"""The builtin types it may report a value of (`bytearray(b'\\x01')`; call_probe.BUILTIN_VALUES):
+no import."""
 
 
 def constructed_value(text: object, names: object) -> tuple[str, list[str], list[str]] | None:
@@ -72,7 +75,7 @@ def constructed_value(text: object, names: object) -> tuple[str, list[str], list
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    known = set(VALUE_IMPORTS) | set(names)
+    known = set(VALUE_IMPORTS) | set(BUILTIN_VALUES) | set(names)
     used: set[str] = set()
     leaves = (ast.Constant, ast.Load, ast.USub, ast.UAdd, ast.Expression)
     for node in ast.walk(tree):
@@ -97,7 +100,7 @@ def constructed_value(text: object, names: object) -> tuple[str, list[str], list
         elif not isinstance(node, (*leaves, ast.Tuple, ast.List, ast.Dict, ast.Set)):
             return None
     own = sorted(name for name in used if name in names)
-    imports = sorted(VALUE_IMPORTS[name] for name in used if name not in names)
+    imports = sorted(VALUE_IMPORTS[n] for n in used if n in VALUE_IMPORTS and n not in names)
     return ast.unparse(tree), imports, own
 
 
@@ -145,7 +148,7 @@ def used_names(text: str) -> list[str]:
     standard = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     found = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in standard]
     found.sort(key=lambda node: node.col_offset)
-    names = [node.id for node in found if node.id not in ("_", "slice")]
+    names = [node.id for node in found if node.id not in ("_", "slice", "bytearray")]
     return [name for name in dict.fromkeys(names) if code_name(name)]
 
 

@@ -63,6 +63,11 @@ def value_word(text: str) -> str:
         if sliced:  # slice(1, 3): slice_1_3; slice(None): slice_all
             words = [value_word(part.strip()) for part in sliced.group(1).split(",")]
             return "slice_" + ("all" if words == ["none"] else "_".join(words))
+        held = re.fullmatch(r"(?:[a-z_]\w*\.)?(\w+)\((.*)\)", text)
+        if held and held.group(1) == "bytearray":  # bytearray(b'abc'): abc
+            return value_word(held.group(2) or "b''")
+        if held and held.group(2) and value_word(held.group(2)) == "empty":
+            return "empty"  # io.BytesIO(b'')
         match = re.match(r"(?:[a-z_]\w*\.)?([A-Z]\w*)\(", text)  # `uuid.UUID(...)`: uuid
         return snake(match.group(1)) if match else "object"
     if value is None or isinstance(value, bool):
@@ -72,9 +77,10 @@ def value_word(text: str) -> str:
         return word.replace("+", "")
     if isinstance(value, str | bytes | list | tuple | dict | set) and not value:
         return "empty"
-    if isinstance(value, str):
-        word = re.sub(r"[^a-z0-9]+", "_", value.lower()).strip("_")[:16]
-        return word or "text"
+    if isinstance(value, str | bytes):
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        word = re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:16]
+        return word or ("text" if isinstance(value, str) else "bytes")
     return type(value).__name__
 
 

@@ -165,9 +165,19 @@ def render_table(
 ) -> dict[str, Any]:
     first = rows[0]["candidate"]
     names = argument_names(str(first["arguments"]), parameters) or []
+    used, imports = [] if owner else [method], []
+    for row in rows:
+        names_of_row, imports_of_row = built_from(row["candidate"])
+        used += [*names_of_row, *(row["seen"].get("value_names") or [])]
+        imports += [*imports_of_row, *(row["seen"].get("value_imports") or [])]
+    # A column named like something the test body uses (leb128's `i = _I()` and its `i`
+    # parameter, a `uuid` parameter and `import uuid`) would hide it: it takes a suffix.
+    variable = instance_variable(owner) if owner else ""
+    taken = {variable, method, "pytest", "expected", *used, *(i.split()[-1] for i in imports)}
+    columns = [f"{n}_value" if n in taken else n for n in names]
     head = ast.parse(f"_({first['arguments']})", mode="eval").body
     positional = len(head.args) if isinstance(head, ast.Call) else 0
-    header = ", ".join(repr(n) for n in [*names, "expected"])
+    header = ", ".join(repr(n) for n in [*columns, "expected"])
     lines = ["@pytest.mark.parametrize(", f"    ({header}),", "    ["]
     for row in rows:
         node = ast.parse(f"_({row['candidate']['arguments']})", mode="eval").body
@@ -176,30 +186,20 @@ def render_table(
         values = [source_of(text, arg) for arg in node.args]
         values += [source_of(text, keyword.value) for keyword in node.keywords]
         lines.append(f"        ({', '.join([*values, str(row['seen']['value'])])}),")
-    lines += ["    ],", ")", f"def {name}({', '.join([*names, 'expected'])}):"]
-    arguments = [*names[:positional], *(f"{n}={n}" for n in names[positional:])]
+    lines += ["    ],", ")", f"def {name}({', '.join([*columns, 'expected'])}):"]
+    keywords = zip(names[positional:], columns[positional:], strict=True)
+    arguments = [*columns[:positional], *(f"{n}={column}" for n, column in keywords)]
     call = f"{method}({', '.join(arguments)})"
     if owner:
-        lines.append(f"    {instance_variable(owner)} = {first['instance']}")
-        lines += setup_lines(instance_variable(owner), first)
-        call = method_call(instance_variable(owner), method, arguments)
+        lines.append(f"    {variable} = {first['instance']}")
+        lines += setup_lines(variable, first)
+        call = method_call(variable, method, arguments)
     if rows[0]["seen"].get("generator") and not call.startswith("list("):
         call = f"list({call})"
     if call.startswith(("(", "not ", "-")) or is_operator(call):
         call = f"({call})"
     floats = any(row["seen"].get("type") == "float" for row in rows)
     lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")
-    instance = str(first.get("instance") or "")
-    used = [*([] if owner else [method]), *used_names(instance)]
-    imports: list[str] = standard_imports(instance)
-    for _, text in first.get("setup") or []:
-        used += used_names(str(text))
-        imports += standard_imports(str(text))
-    for row in rows:
-        used += used_names(str(row["candidate"]["arguments"]))
-        imports += standard_imports(str(row["candidate"]["arguments"]))
-        used += list(row["seen"].get("value_names") or [])
-        imports += list(row["seen"].get("value_imports") or [])
     return {
         "name": name,
         "code": "\n".join(lines) + "\n",
@@ -318,22 +318,23 @@ def finished(
 ) -> dict[str, Any]:
     # A method's test names the class that built its instance (a subclass, for an abstract
     # owner): importing the owner too would be an unused import.
-    names = [
-        *([] if owner else [method]),
-        *used_names(str(candidate.get("instance") or "")),
-        *names,
-    ]
-    names += used_names(str(candidate["arguments"]))
-    setup = [str(text) for _, text in candidate.get("setup") or []]
-    names += [name for text in setup for name in used_names(text)]
-    built = [str(candidate.get("instance") or ""), str(candidate["arguments"]), *setup]
+    used, imports = built_from(candidate)
     return {
         "name": name,
         "code": "\n".join(lines) + "\n",
-        "names": list(dict.fromkeys(names)),
-        "imports": sorted({line for text in built for line in standard_imports(text)}),
+        "names": list(dict.fromkeys([*([] if owner else [method]), *used, *names])),
+        "imports": sorted(set(imports)),
         "uses_pytest": uses_pytest,
     }
+
+
+def built_from(candidate: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The module's names (in order: the instance's first) and the standard imports that a
+    call's instance, the steps made on it first and its arguments are written with."""
+    setup = [str(text) for _, text in candidate.get("setup") or []]
+    texts = [str(candidate.get("instance") or ""), *setup, str(candidate["arguments"])]
+    names = [name for text in texts for name in used_names(text)]
+    return names, [line for text in texts for line in standard_imports(text)]
 
 
 def pattern_literal(message: str) -> str:

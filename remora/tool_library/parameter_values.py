@@ -37,7 +37,9 @@ TYPE_VALUES: dict[str, list[str]] = {
     "float": ["2.5", "10.0", "0.0", "-1.5"],
     "complex": ["1j"],
     "str": ["'abc'", "'Hello world'", "''", "'a-b_c 1'"],
-    "bytes": ["b'abc'", "b''"],
+    # A byte with the high bit set too: binary formats (varints, UTF-8) read on while it is.
+    "bytes": ["b'abc'", "b''", "b'\\xff\\x01'"],
+    "bytearray": ["bytearray(b'abc')", "bytearray()", "bytearray(b'\\xff\\x01')"],
     "bool": ["True", "False"],
     "list": ["[1, 2, 3]", "[]", "['a', 'b']"],
     "tuple": ["(1, 2)", "()"],

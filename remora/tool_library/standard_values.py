@@ -6,7 +6,8 @@ instances written through the type's module, `uuid.UUID('12345678-...')`: a test
 that module (`import uuid`), and the name can never be one of the module's own (test_cases'
 allow-list admits only these calls, with literal arguments, and only where the module under test
 defines no function or class of the module's name). The types are those whose repr a test can
-also pin (call_probe.VALUE_TYPES, case_checks.VALUE_IMPORTS); the values are ones a reader
+also pin (call_probe.VALUE_TYPES, case_checks.VALUE_IMPORTS), and the streams a reader or writer
+takes (`io.StringIO` for `TextIO`, `io.BytesIO` for `BinaryIO`); the values are ones a reader
 recognises.
 """
 
@@ -46,8 +47,17 @@ STANDARD_VALUES: dict[str, list[str]] = {
     "fractions.Fraction": [
         "fractions.Fraction(1, 3)", "fractions.Fraction(0)", "fractions.Fraction(-3, 4)"
     ],
+    # Streams a reader or writer is given: text, and bytes with a high bit set (varint and
+    # other binary decoders read on while it is set).
+    "io.StringIO": [
+        "io.StringIO('abc')", "io.StringIO('line one\\nline two\\n')", "io.StringIO('')"
+    ],
+    "io.BytesIO": ["io.BytesIO(b'abc')", "io.BytesIO(b'\\xff\\x01')", "io.BytesIO(b'')"],
 }  # fmt: skip
 """Values by the type's dotted name, the most ordinary first."""
+STREAMS = {"BinaryIO": "io.BytesIO", "IO[bytes]": "io.BytesIO", "TextIO": "io.StringIO",
+           "IO[str]": "io.StringIO"}  # fmt: skip
+"""typing's stream annotations, by the stream a test builds for them."""
 
 
 def imported_names(tree: ast.Module) -> dict[str, str]:
@@ -77,6 +87,8 @@ def standard_type(text: str, imports: Mapping[str, str]) -> str:
     if match:
         text = match.group(1)
     parts = [part.strip() for part in text.split("|") if part.strip() != "None"]
+    if len(parts) == 1:  # `BinaryIO`, `IO[bytes]`, `from typing import TextIO`
+        parts[0] = STREAMS.get(imports.get(parts[0], parts[0]).replace("typing.", ""), parts[0])
     if len(parts) != 1 or not re.fullmatch(r"[A-Za-z_][\w.]*", parts[0]):
         return ""
     head, _, rest = parts[0].partition(".")

@@ -37,8 +37,8 @@ only exceptions derived from Exception)."""
 
 ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
-    "sets or dicts of them, slice(...) of integers, constructors of the module's classes, "
-    "the module's functions by name, or "
+    "sets or dicts of them, slice(...) of integers, bytearray(...) of bytes, constructors of "
+    "the module's classes, the module's functions by name, or "
     + ", ".join(f"{dotted}(...)" for dotted in STANDARD_VALUES)
     + " of literals"
 )
@@ -278,6 +278,24 @@ def check_value(
                 check_value(part, frozenset(), [], frozenset())
                 if type(ast.literal_eval(part)) is not int:  # not a float, nor True
                     raise ValueError("slice(...) takes one to three integers or None")
+        return
+    if (
+        isinstance(node, ast.Call)
+        and is_name(node.func, "bytearray")
+        and "bytearray" not in classes
+    ):
+        # The built-in, for bytes a function changes or returns: of a bytes literal or a list
+        # of integers below 256.
+        wrong = "bytearray(...) takes one bytes literal or list of integers below 256"
+        if node.keywords or len(node.args) > 1:
+            raise ValueError(wrong)
+        for part in node.args:
+            check_value(part, frozenset(), [], frozenset())
+            held = ast.literal_eval(part)
+            if not isinstance(held, bytes | list) or not all(
+                type(item) is int and 0 <= item < 256 for item in held
+            ):
+                raise ValueError(wrong)
         return
     if isinstance(node, ast.Call) and standard_constructor(node.func, classes | functions):
         check_arguments(node, classes, names, functions)
