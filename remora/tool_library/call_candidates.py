@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from remora.tool_library.call_forms import source_of
 from remora.tool_library.call_sites import call_sites
 from remora.tool_library.callable_values import refusal
 from remora.tool_library.class_shapes import (
@@ -26,6 +27,8 @@ from remora.tool_library.class_shapes import (
     collection_contents,
     mutators,
     overrides,
+    readers,
+    result_class,
 )
 from remora.tool_library.code_literals import literals, words
 from remora.tool_library.doctest_examples import (
@@ -39,6 +42,7 @@ from remora.tool_library.parameter_values import (
     Parameter,
     call_arguments,
     fill_pools,
+    literal_kind,
     parameters_of,
 )
 from remora.tool_library.standard_values import imported_names
@@ -51,12 +55,16 @@ MAX_CANDIDATES = 48
 class Candidate:
     """One call: `arguments` is the text between the call's parentheses; `instance` the
     constructor call a method is called on (None for a function); `setup` the methods called
-    on the instance first, each (name, its arguments' text)."""
+    on the instance first, each (name, its arguments' text); `then` the method called on what
+    the call returned, of the class `result` (its name, its arguments' text): a parser's
+    `parse('abc')` after `string('abc')`."""
 
     arguments: str
     instance: str | None
     origin: str
     setup: tuple[tuple[str, str], ...] = ()
+    then: tuple[str, str] | None = None
+    result: str = ""
 
     def case(self, target: str) -> str:
         """The call as test_cases.parse_test_case reads it."""
@@ -68,13 +76,23 @@ class Candidate:
         """Each setup call as parse_test_case reads it, as a call on the instance."""
         return [f"{self.instance}.{name}({arguments})" for name, arguments in self.setup]
 
+    def followed(self) -> list[tuple[str, str]]:
+        """The call made on the result as parse_test_case reads it, a call on an instance of
+        its class, with the method's name "Class.method"; none without one."""
+        if self.then is None:
+            return []
+        name, arguments = self.then
+        return [(f"{self.result}().{name}({arguments})", f"{self.result}.{name}")]
+
     @property
-    def key(self) -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
+    def key(self) -> tuple[Any, ...]:
         """What makes two candidates the same call."""
-        return (self.arguments, self.instance, self.setup)
+        return (self.arguments, self.instance, self.setup, self.then)
 
     def as_dict(self) -> dict[str, Any]:
-        found = {"arguments": self.arguments, "instance": self.instance, "origin": self.origin}
+        found: dict[str, Any] = {"arguments": self.arguments, "instance": self.instance}
+        found["origin"] = self.origin
+        found |= {"then": list(self.then)} if self.then else {}
         return found | ({"setup": [list(step) for step in self.setup]} if self.setup else {})
 
 
@@ -137,6 +155,10 @@ def candidate_calls(
         for setup in found_setups[:4]:
             sequenced += [Candidate(a, instances[0], "sequence", setup) for a, _ in calls[:3]]
     sequenced = sequenced[:SEQUENCED]
+    made = result_class(definition, owner, classes)
+    if made:  # an object of the module's whose behaviour shows when it is used: `.parse(...)`
+        facts = (tree, classes, factory, module.values)
+        sequenced += followed_calls(classes[made], calls[:3], instances[0], *facts)[:FOLLOWED]
     for arguments, origin in calls:
         for instance in instances[:3]:
             if len(found) < MAX_CANDIDATES - len(sequenced):
@@ -188,6 +210,57 @@ def setups(
         found.append((step,))
         if finishing:
             found.append((step, finishing[0]))
+    return found
+
+
+FOLLOWED = 12
+"""Calls followed by a method of the object they returned (of MAX_CANDIDATES)."""
+
+
+def followed_calls(
+    made: ast.ClassDef,
+    calls: Sequence[tuple[str, str]],
+    instance: str | None,
+    tree: ast.Module,
+    classes: Mapping[str, ast.ClassDef],
+    factory: InstanceFactory,
+    values: tuple[list[str], list[str]],
+) -> list[Candidate]:
+    """The calls, each followed by a reader of the class `made` of the object it returns (its
+    first two `readers`), given the call's own first argument where the reader takes one and
+    that is a literal (`string('abc').parse('abc')`: what was put in is what is then read), the
+    next call's (`string('abc').parse('')`: what it turns away) and its own base call: the tests
+    of a combinator, a factory, a builder that returns a new object."""
+    firsts = []
+    for arguments, _ in calls:
+        node = ast.parse(f"_({arguments})", mode="eval").body
+        given = (
+            source_of(arguments, node.args[0]) if isinstance(node, ast.Call) and node.args else ""
+        )
+        firsts.append(given if literal_kind(given) else "")
+    found: list[Candidate] = []
+    for reader in readers(made, classes)[:2]:
+        parameters = parameters_of(reader, method=True)
+        fill_pools(parameters, reader, tree, classes, factory, values)
+        refused = refusal(reader, made, parameters, tree)
+        own = [arguments for arguments, _ in combinations(parameters)[:1]]
+        positional = bool(parameters) and not parameters[0].keyword_only
+        for index, (arguments, _) in enumerate(calls):
+            shared = [firsts[index], firsts[(index + 1) % len(calls)]] if positional else []
+            reads = [
+                *(
+                    ", ".join(call_arguments(parameters, {parameters[0].name: v}))
+                    for v in shared
+                    if v
+                ),
+                *own,
+            ]
+            for read in dict.fromkeys(reads):
+                if not (refused and refused(read)):
+                    then = (reader.name, read)
+                    found.append(
+                        Candidate(arguments, instance, "result", then=then, result=made.name)
+                    )
     return found
 
 

@@ -107,14 +107,36 @@ def writable_step(step: Sequence[Any]) -> bool:
 def setup_lines(variable: str, candidate: Mapping[str, Any]) -> list[str]:
     """The calls made on the instance before the tested one (`tree.add('abc')`), each as code
     calls it (`store['a'] = 1`)."""
-    lines = []
-    for name, text in candidate.get("setup") or []:
-        node = ast.parse(f"_({text})", mode="eval").body
-        assert isinstance(node, ast.Call)
-        arguments = [source_of(str(text), argument) for argument in node.args]
-        arguments += [f"{k.arg}={source_of(str(text), k.value)}" for k in node.keywords]
-        lines.append(f"    {method_call(variable, str(name), arguments)}")
-    return lines
+    steps = candidate.get("setup") or []
+    return [f"    {method_call(variable, str(name), step_arguments(text))}" for name, text in steps]
+
+
+def step_arguments(text: object) -> list[str]:
+    """The argument texts of a step's call (a setup's, a `then`'s), keywords as `name=value`."""
+    node = ast.parse(f"_({text})", mode="eval").body
+    assert isinstance(node, ast.Call)
+    arguments = [source_of(str(text), argument) for argument in node.args]
+    return arguments + [f"{k.arg}={source_of(str(text), k.value)}" for k in node.keywords]
+
+
+def steps_of(candidate: Mapping[str, Any]) -> list[Sequence[Any]]:
+    """The calls a candidate makes besides its own: on the instance first, on its result after."""
+    return [
+        *(candidate.get("setup") or []),
+        *([candidate["then"]] if candidate.get("then") else []),
+    ]
+
+
+def followed_call(call: str, candidate: Mapping[str, Any]) -> str:
+    """The call, and where the candidate names a method called on what it returned (`then`),
+    that method called on it: `string('abc').parse('abc')`, `(a + b).parse('ab')`."""
+    if not candidate.get("then"):
+        return call
+    name, text = candidate["then"]
+    primary = (ast.Call, ast.Attribute, ast.Subscript, ast.Name)
+    if not isinstance(ast.parse(call, mode="eval").body, primary):  # `a + b`, `-a`, `a * 3`
+        call = f"({call})"
+    return f"{call}.{name}({', '.join(step_arguments(text))})"
 
 
 def source_of(text: str, node: ast.expr) -> str:

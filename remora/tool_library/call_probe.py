@@ -124,9 +124,10 @@ def in_child(module, path, lines, request, call, has_coverage, tracer=None):
 def observe(module, path, lines, request, call, has_coverage, tracer=None):
     # The allow-list admits slice(ints) and bytearray(bytes or ints) of the builtins.
     namespace = {"__builtins__": {}, "slice": slice, "bytearray": bytearray}
-    namespace.update(  # its classes (constructed) and functions (passed by name)
-        {name: value for name, value in vars(module).items() if inspect.isclass(value)}
-        | {name: f for name, f in vars(module).items() if inspect.isfunction(f) and "." not in name}
+    # Its classes (constructed) and functions (passed by name): whatever a decorator made of
+    # a `def` (parsy's `@Parser def eof`, an `lru_cache`), the allow-list checked the name.
+    namespace.update(
+        {name: f for name, f in vars(module).items() if callable(f) and "." not in name}
     )
     for package in ARGUMENT_MODULES:  # `datetime.date(...)`: where the module defines no such name
         if getattr(namespace.get(package), "__module__", None) != module.__name__:
@@ -183,7 +184,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
             tracer.start()
         try:
             drawn["on"] = True  # only the call's own draws: coverage.py draws some too
-            value = function(*args, **kwargs)
+            value = followed(function, args, kwargs, call, namespace)
             iterated = request.get("method") in ("__iter__", "__reversed__")
             consumed = inspect.isgenerator(value) or (iterated and hasattr(value, "__next__"))
             # A mapping's keys(), values() and items() (dict_keys, ItemsView): what they hold,
@@ -202,6 +203,8 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
                 seen["value"] = None  # endless or long: nothing a literal can hold
     except CallTimeout:
         return {"outcome": "timeout"}
+    except NotMade as error:  # the call itself raised: the call without `then` says so
+        return {"outcome": "setup_failed", "exception": error.args[0]}
     except Exception as error:
         seen = {
             "generator": consumed,  # raised while listing what it yields: a test lists it too
@@ -297,6 +300,25 @@ def memo_caches(module, tables, changed):
     return found
 
 
+class NotMade(Exception):
+    """The call raised before the method to call on what it returned (`then`) was reached."""
+
+
+def followed(function, args, kwargs, call, namespace):
+    """What the call returned, or where the candidate names a method to call on that (`then`:
+    a parser's `parse('abc')` after `string('abc')`), what that method returned; NotMade where
+    the call itself raised (the candidate without `then` pins that)."""
+    if not call.get("then"):
+        return function(*args, **kwargs)
+    try:
+        made = function(*args, **kwargs)
+    except Exception as error:  # not CallTimeout: a BaseException
+        raise NotMade(type(error).__name__) from None
+    name, text = call["then"]
+    then_args, then_kwargs = eval("_split(" + text + ")", namespace)  # allow-listed literals
+    return getattr(made, name)(*then_args, **then_kwargs)
+
+
 def same_again(module, function, call, namespace, seen, messages=True):
     """Whether the call, made again now that it filled its caches (the arguments built anew),
     returns or raises the same: the repetition that shows a cache changes no result. The suite
@@ -307,7 +329,8 @@ def same_again(module, function, call, namespace, seen, messages=True):
     signal.alarm(CALL_SECONDS)
     try:
         args, kwargs = eval("_split(" + call["arguments"] + ")", namespace)
-        again = {"outcome": "returned"} | described(function(*args, **kwargs), module)
+        again = followed(function, args, kwargs, call, namespace)
+        again = {"outcome": "returned"} | described(again, module)
     except CallTimeout:
         return False
     except Exception as error:

@@ -100,13 +100,28 @@ def _annotated_arguments(text: str) -> list[ast.expr] | None:
     return None
 
 
-def fitting_functions(tree: ast.Module, arity: int | None, exclude: str) -> list[str]:
-    """The module's top-level functions (public first, in their order) that can be called with
-    `arity` positional arguments (1 when not known), at most MAX_FUNCTIONS."""
+def _annotated_return(text: str) -> str:
+    """What a `Callable[[...], R]` annotation says its function returns (R, as text), or ""."""
+    if _annotated_arguments(text) is None:
+        return ""
+    node = ast.parse(text, mode="eval").body
+    assert isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple)
+    return ast.unparse(node.slice.elts[-1]).strip("'\"")
+
+
+def fitting_functions(
+    tree: ast.Module, arity: int | None, exclude: str, returns: str = ""
+) -> list[str]:
+    """The module's top-level functions (those annotated to return `returns` first, public
+    before private, in their order) that can be called with `arity` positional arguments (1
+    when not known), at most MAX_FUNCTIONS."""
     wanted = 1 if arity is None else arity
     found = []
     for node in tree.body:
+        # `test_item`, imported into a test file to be passed, pytest would run as a test.
         if not isinstance(node, ast.FunctionDef) or node.name == exclude:
+            continue
+        if node.name.startswith("test"):
             continue
         arguments = node.args
         positional = len(arguments.posonlyargs) + len(arguments.args)
@@ -114,9 +129,9 @@ def fitting_functions(tree: ast.Module, arity: int | None, exclude: str) -> list
         required_keywords = [d for d in arguments.kw_defaults if d is None]
         fits = required <= wanted and (wanted <= positional or arguments.vararg is not None)
         if fits and not required_keywords:
-            found.append(node.name)
-    found.sort(key=lambda name: name.startswith("_"))
-    return found[:MAX_FUNCTIONS]
+            given = ast.unparse(node.returns).strip("'\"") if node.returns else ""
+            found.append((returns != "" and given != returns, node.name.startswith("_"), node.name))
+    return [name for *_, name in sorted(found, key=lambda item: item[:2])][:MAX_FUNCTIONS]
 
 
 def give_functions(
@@ -126,7 +141,9 @@ def give_functions(
     when neither: no call of the target is made without one)."""
     for parameter in parameters:
         if parameter.name in arities:
-            functions = fitting_functions(tree, arities[parameter.name], exclude)
+            # `Callable[[str, int], Result]`: functions that return a Result first.
+            returns = _annotated_return(parameter.annotation)
+            functions = fitting_functions(tree, arities[parameter.name], exclude, returns)
             default = [] if parameter.default is None else [parameter.default]
             parameter.pool = [*functions, *default]
             parameter.boundaries = []

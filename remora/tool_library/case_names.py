@@ -35,6 +35,8 @@ def describe(
         tail += "_after_" + "_".join(snake(str(step[0])) for step in setup)
     elif not tail and candidate.get("instance") != reference.get("instance"):
         tail = "_other_instance"
+    if candidate.get("then"):  # the method called on what the call returned
+        tail += "_then_" + snake(str(candidate["then"][0]))
     if seen.get("outcome") == "raised":
         tail += "_raises_" + snake(str(seen.get("exception")))
     return tail

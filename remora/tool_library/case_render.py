@@ -17,11 +17,13 @@ from typing import Any
 
 from remora.tool_library.call_forms import (
     STATEMENTS,
+    followed_call,
     is_operator,
     method_call,
     negated,
     setup_lines,
     source_of,
+    steps_of,
     writable_step,
 )
 from remora.tool_library.case_checks import (
@@ -65,7 +67,7 @@ def render_tests(
     chosen = [
         {"candidate": item["candidate"], "seen": writable(item["seen"])}
         for item in chosen
-        if all(writable_step(step) for step in item["candidate"].get("setup") or [])
+        if all(writable_step(step) for step in steps_of(item["candidate"]))
     ]
     reference = base or next(
         (item["candidate"] for item in chosen if item["seen"].get("outcome") == "returned"),
@@ -127,8 +129,8 @@ def example_tables(
     better than a test each, and each row still pins a value."""
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for item in chosen:
-        if not plain_return(item["seen"]):
-            continue
+        if not plain_return(item["seen"]) or item["candidate"].get("then"):
+            continue  # a table's rows vary the call, never a method called on its result
         names = argument_names(str(item["candidate"]["arguments"]), parameters)
         if names is None:
             continue
@@ -253,6 +255,7 @@ def render_one(
         call = method_call(variable, method, arguments)
     else:
         call = f"{method}({', '.join(arguments)})"
+    call = followed_call(call, candidate)
     if seen.get("generator") and not call.startswith("list("):
         call = f"list({call})"
     if seen.get("outcome") == "returned" and seen.get("type") == "bool" and is_operator(call):
@@ -330,9 +333,10 @@ def finished(
 
 def built_from(candidate: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """The module's names (in order: the instance's first) and the standard imports that a
-    call's instance, the steps made on it first and its arguments are written with."""
-    setup = [str(text) for _, text in candidate.get("setup") or []]
-    texts = [str(candidate.get("instance") or ""), *setup, str(candidate["arguments"])]
+    call's instance, the steps made on it first and on its result, and its arguments are
+    written with."""
+    steps = [str(text) for _, text in steps_of(candidate)]
+    texts = [str(candidate.get("instance") or ""), *steps, str(candidate["arguments"])]
     names = [name for text in texts for name in used_names(text)]
     return names, [line for text in texts for line in standard_imports(text)]
 

@@ -144,12 +144,13 @@ async def explore_calls(
 
 
 def allowed(candidate: Candidate, target: str, source: str) -> bool:
-    """Whether the allow-list reads the candidate, and each method called on its instance
-    first, as exactly the plain call it is."""
+    """Whether the allow-list reads the candidate, each method called on its instance first
+    and the one called on what it returned, as exactly the plain call it is."""
     owner = target.rpartition(".")[0]
     calls = [(candidate.case(target), target)]
     steps = zip(candidate.steps(), candidate.setup, strict=True)
     calls += [(text, f"{owner}.{name}") for text, (name, _) in steps]
+    calls += candidate.followed()
     for text, function in calls:
         try:
             case = parse_test_case(text, function, source)

@@ -6,6 +6,7 @@ entries (a mapping or a sequence whose constructor passes on what it is given)."
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 
 MAPPING_BASES = frozenset({"dict", "Mapping", "MutableMapping", "OrderedDict", "UserDict"})
@@ -272,3 +273,68 @@ def changes(node: ast.AST, this: str) -> bool:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         return node.func.attr in GROWING and held(node.func.value)
     return False
+
+
+def result_class(
+    definition: ast.FunctionDef, owner: str, classes: Mapping[str, ast.ClassDef]
+) -> str:
+    """The module's class whose instance the function returns, or "": the one its return
+    annotation names (`-> Parser`, `-> "Parser"`, `-> Parser | None`, `-> Self` for its own
+    class), else, without one, the class every `return` of its own body constructs."""
+    if definition.returns is not None:
+        words = re.findall(r"[A-Za-z_]\w*", ast.unparse(definition.returns))
+        named = [owner if word == "Self" else word for word in words if word not in UNNAMED]
+        return named[0] if len(named) == 1 and named[0] in classes else ""
+    made = {
+        node.value.func.id if isinstance(node.value.func, ast.Name) else ""
+        for node in own_nodes(definition)
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Call)
+    }
+    returns = [node for node in own_nodes(definition) if isinstance(node, ast.Return)]
+    if len(made) != 1 or len(returns) != sum(isinstance(r.value, ast.Call) for r in returns):
+        return ""
+    (name,) = made
+    return name if name in classes else ""
+
+
+UNNAMED = frozenset({"Optional", "None", "typing", "t"})
+"""Words of a return annotation that name no class of its own: `Optional[...]`, `typing.X`."""
+
+
+def own_nodes(definition: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of a function's body, not those of functions and classes defined inside it."""
+    found: list[ast.AST] = []
+    stack: list[ast.AST] = list(definition.body)
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def readers(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast.FunctionDef]:
+    """The class's public methods that give back something other than one of its own kind
+    (a parser's `parse(text)`, not its `then(other)`): what a test asks of an object another
+    call returned, whose behaviour shows only then. Not properties, static or class methods,
+    generators, nor the methods that put something into the instance (`mutators`)."""
+    changing = {id(method) for method in mutators(node)}
+    found: list[ast.FunctionDef] = []
+    for method in node.body:
+        if not isinstance(method, ast.FunctionDef) or method.name.startswith("_"):
+            continue
+        names = {ast.unparse(d).rsplit(".", 1)[-1] for d in method.decorator_list}
+        if names & NOT_MUTATORS or not method.args.args or id(method) in changing:
+            continue
+        if any(isinstance(inner, ast.Yield | ast.YieldFrom) for inner in own_nodes(method)):
+            continue
+        this = method.args.args[0].arg
+        selfish = any(
+            isinstance(inner, ast.Return)
+            and isinstance(inner.value, ast.Name)
+            and inner.value.id == this
+            for inner in own_nodes(method)
+        )
+        if not selfish and result_class(method, node.name, classes) != node.name:
+            found.append(method)
+    return found

@@ -321,6 +321,9 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
         if "None" in parameter.annotation or "Optional" in parameter.annotation:
             values.append("None")
         return values
+    members = union_kinds(parameter.annotation)
+    if members:  # `str | bytes | list`: each member's values, the first member's first
+        return list(dict.fromkeys(value for kind in members for value in TYPE_VALUES[kind]))
     if not parameter.annotation and parameter.default is not None:
         default_kind = literal_kind(parameter.default)
         if default_kind in TYPE_VALUES:
@@ -348,6 +351,25 @@ def outer_type(text: str) -> str:
         return ""
     outer = parts[0].split("[", 1)[0].strip().lower().rpartition(".")[2]
     return ALIASES.get(outer, outer)
+
+
+def union_kinds(text: str) -> list[str]:
+    """The TYPE_VALUES kinds of a union's members, `None` last (`str | bytes | list`), or []."""
+    try:
+        node = ast.parse(text.replace("typing.", "") or "_", mode="eval").body
+    except SyntaxError:
+        return []
+    members = [node]
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Union":
+        members = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+    while any(isinstance(m, ast.BinOp) for m in members):  # `a | b | c`: ((a | b) | c)
+        members = [
+            p for m in members for p in ([m.left, m.right] if isinstance(m, ast.BinOp) else [m])
+        ]
+    kinds = [outer_type(ast.unparse(m)) or ast.unparse(m).lower() for m in members]
+    if len(kinds) < 2 or not all(kind in TYPE_VALUES for kind in kinds):
+        return []
+    return sorted(dict.fromkeys(kinds), key=lambda kind: kind == "none")
 
 
 def literal_kind(text: str) -> str:

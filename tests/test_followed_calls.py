@@ -1,0 +1,180 @@
+"""Objects a call returns are used, as their code is: a combinator's, a factory's result is
+tested through a method of its class that reads it (`exactly('abc').match('abc')`), since it
+has no value of its own to pin. The call, then the method, run in the probe as one call; a
+test names both. Written on a module made for these tests, not on a library of the
+benchmark's pool."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+import remora.tool_library.call_probe as call_probe
+from remora.tool_library.call_candidates import candidate_calls
+from remora.tool_library.callable_values import fitting_functions
+from remora.tool_library.class_shapes import readers, result_class
+from remora.tool_library.parameter_values import union_kinds
+from tests.test_call_exploration import (
+    analyze,
+    make_project,
+    not_done,
+    passes_under_pytest,
+    written,
+)
+
+PATTERNS = """from typing import Callable, Optional
+
+
+class Pattern:
+    def __init__(self, check: Callable[[str], Optional[str]]):
+        self.check = check
+
+    def match(self, text: str) -> str:
+        taken = self.check(text)
+        if taken is None:
+            raise ValueError(f"no match at the start of {text!r}")
+        return taken
+
+    def then(self, other: "Pattern") -> "Pattern":
+        def both(text):
+            first = self.check(text)
+            if first is None:
+                return None
+            second = other.check(text[len(first):])
+            return None if second is None else first + second
+
+        return Pattern(both)
+
+    def __or__(self, other: "Pattern") -> "Pattern":
+        return Pattern(lambda text: self.check(text) or other.check(text))
+
+
+def exactly(expected: str) -> Pattern:
+    if not isinstance(expected, str):
+        raise TypeError("a pattern matches text")
+
+    def check(text):
+        return expected if text.startswith(expected) else None
+
+    return Pattern(check)
+
+
+def first_word(text: str) -> Optional[str]:
+    word = text.split(" ")[0]
+    return word or None
+
+
+class Rule:
+    def __init__(self, function):
+        self.function = function
+
+    def __call__(self, text):
+        return self.function(text)
+
+
+@Rule
+def digits(text: str) -> Optional[str]:
+    taken = ""
+    while taken != text and text[len(taken)].isdigit():
+        taken += text[len(taken)]
+    return taken or None
+
+
+def test_pattern(pattern: Pattern, text: str) -> bool:
+    return pattern.check(text) is not None
+"""
+
+
+def test_a_returned_object_is_tested_through_the_method_that_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(tmp_path, {"patterns": PATTERNS})
+    results = analyze(project, "pkg/patterns.py", capsys, monkeypatch)
+
+    # A function that returns a Pattern: the pattern is used on what it was made of, and on
+    # what another call was made of (it turns that away).
+    text = written(results["exactly"], "tests/test_patterns_exactly.py", project)
+    assert (
+        "def test_exactly_then_match():\n    assert exactly('abc').match('abc') == 'abc'\n" in text
+    )
+    assert "        exactly('abc').match('Hello world')\n" in text
+    # A combinator method (its result of its own class), an operator written in parentheses.
+    text = written(results["Pattern.then"], "tests/test_patterns_Pattern_then.py", project)
+    assert ".then(Pattern(" in text and ").match(" in text
+    text = written(results["Pattern.__or__"], "tests/test_patterns_Pattern___or__.py", project)
+    assert "    assert (pattern | Pattern(" in text and ").match(" in text
+    # pytest would collect a function named test_* wherever a test file imported it.
+    assert "pytest would run it as a test" in not_done(results["test_pattern"])
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_the_probe_calls_the_reader_on_the_result_and_only_there(tmp_path: Path) -> None:
+    project = make_project(tmp_path, {"patterns": PATTERNS})
+    spec = importlib.util.spec_from_file_location(
+        "probed_patterns", project / "pkg" / "patterns.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = os.path.realpath(str(module.__file__))
+    lines = Path(path).read_text().split("\n")
+    exactly = {"function": "exactly", "method": None, "lines": [29, 36]}
+
+    def observed(request: dict[str, object], call: dict[str, object]) -> dict[str, object]:
+        seen: dict[str, object] = call_probe.observe(module, path, lines, request, call, False)
+        return seen
+
+    read = observed(exactly, {"arguments": "'ab'", "instance": None, "then": ["match", "'abc'"]})
+    assert read["outcome"] == "returned" and read["value"] == "'ab'"
+    turned = observed(exactly, {"arguments": "'ab'", "instance": None, "then": ["match", "'x'"]})
+    assert turned["outcome"] == "raised" and turned["exception"] == "ValueError"
+    # The call itself raised: the candidate without `then` pins that, this one is not made.
+    unmade = observed(exactly, {"arguments": "3", "instance": None, "then": ["match", "'x'"]})
+    assert unmade["outcome"] == "setup_failed"
+    # A name the allow-list let through that a decorator made into an object (`@Rule`).
+    match = {"function": "match", "method": "match", "lines": [8, 12]}
+    built = observed(match, {"arguments": "'12a'", "instance": "Pattern(digits)"})
+    assert built["outcome"] == "returned" and built["value"] == "'12'"
+
+
+def test_result_classes_readers_and_the_calls_followed() -> None:
+    tree = ast.parse(PATTERNS)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    methods = {
+        node.name: node for node in classes["Pattern"].body if isinstance(node, ast.FunctionDef)
+    }
+    assert result_class(functions["exactly"], "", classes) == "Pattern"
+    assert result_class(methods["then"], "Pattern", classes) == "Pattern"
+    assert result_class(functions["first_word"], "", classes) == ""
+    # Without an annotation: what every `return` constructs.
+    made = ast.parse("def make(n):\n    if n:\n        return Pattern(n)\n    return Pattern(0)\n")
+    assert result_class(made.body[0], "", classes) == "Pattern"  # type: ignore[arg-type]
+    either = ast.parse("def make(n):\n    if n:\n        return Pattern(n)\n    return None\n")
+    assert result_class(either.body[0], "", classes) == ""  # type: ignore[arg-type]
+    # `match` reads a pattern; `then` and `__or__` make another; `__init__` is special.
+    assert [method.name for method in readers(classes["Pattern"], classes)] == ["match"]
+
+    followed = [c for c in candidate_calls(PATTERNS, "exactly") if c.then]
+    assert len(followed) <= 12 and {c.result for c in followed} == {"Pattern"}
+    first = followed[0]
+    assert (first.arguments, first.then) == ("'abc'", ("match", "'abc'"))
+    assert first.followed() == [("Pattern().match('abc')", "Pattern.match")]
+    assert ("'abc'", ("match", "'Hello world'")) in [(c.arguments, c.then) for c in followed]
+
+
+def test_a_union_of_plain_types_gets_each_members_values_and_callables_their_return() -> None:
+    assert union_kinds("str | bytes | list") == ["str", "bytes", "list"]
+    assert union_kinds("typing.Union[int, None, float]") == ["int", "float", "none"]
+    assert union_kinds("Pattern | str") == [] and union_kinds("int") == []
+    # `Callable[[str], Optional[str]]`: the functions annotated to return that first; one
+    # named test_* never (a test file that imports it would have pytest run it).
+    assert fitting_functions(ast.parse(PATTERNS), 1, "", "Optional[str]") == [
+        "first_word",
+        "digits",
+        "exactly",
+    ]
