@@ -45,6 +45,7 @@ from remora.tool_library.parameter_values import (
     literal_kind,
     parameters_of,
 )
+from remora.tool_library.pattern_values import Pattern, module_patterns
 from remora.tool_library.standard_values import imported_names
 
 MAX_CANDIDATES = 48
@@ -120,6 +121,7 @@ def candidate_calls(
     written = {**project_sources, "": source}
     factory = InstanceFactory(classes, written, constructors, module.constructions, module.imports)
     factory.callables = lambda init, cls, found: refusal(init, cls, found, tree)
+    factory.patterns = module.patterns
     instances: list[str | None] = [None]
     if owner:
         instances = list(factory.instances(owner)) or [f"{owner}()"]
@@ -268,8 +270,8 @@ def followed_calls(
 class ModuleFacts:
     """What candidate_calls reads of the module as a whole, the same for every function of it:
     its syntax tree (read, never changed), its classes, the examples in its docstrings, the
-    constructor calls among them, its literals and one-word strings (code_literals), and what
-    the names it imports stand for (standard_values)."""
+    constructor calls among them, its literals and one-word strings (code_literals), what
+    the names it imports stand for (standard_values) and its compiled patterns (pattern_values)."""
 
     tree: ast.Module
     classes: dict[str, ast.ClassDef]
@@ -277,6 +279,7 @@ class ModuleFacts:
     constructions: dict[str, list[str]]
     values: tuple[list[str], list[str]]
     imports: dict[str, str]
+    patterns: dict[str, Pattern]
 
 
 @lru_cache(maxsize=32)
@@ -288,7 +291,8 @@ def module_facts(source: str) -> ModuleFacts:
     examples = example_trees(tree)
     constructions = doctest_constructions(examples, classes)
     values = (literals(tree), words(tree))
-    return ModuleFacts(tree, classes, examples, constructions, values, imported_names(tree))
+    imports, patterns = imported_names(tree), module_patterns(tree)
+    return ModuleFacts(tree, classes, examples, constructions, values, imports, patterns)
 
 
 def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef | None:

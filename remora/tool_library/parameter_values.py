@@ -23,7 +23,9 @@ from remora.tool_library.class_shapes import (
     collection_contents,
     inherited_init,
 )
-from remora.tool_library.code_literals import compared_literals, docstring_strings, literals, words
+from remora.tool_library.code_literals import docstring_strings, literals, words
+from remora.tool_library.parameter_types import NAMED_TYPES, callee_usage, usage
+from remora.tool_library.pattern_values import Pattern, shapes
 from remora.tool_library.standard_values import STANDARD_VALUES, isinstance_checks, standard_type
 
 POOL_SIZE = 10
@@ -118,46 +120,6 @@ def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
     return found
 
 
-STR_METHODS = frozenset(dir(str)) - frozenset(dir(list)) - frozenset(dir(dict))
-LIST_METHODS = frozenset({"append", "extend", "insert", "sort", "pop", "remove"})
-DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update"})
-NAMED_TYPES = {
-    name: kind
-    for kind, names in {
-        "str": "name text path sku key label title word prefix suffix separator sep line s",
-        "int": "count n size number index width quantity amount limit i k",
-        "float": "price rate ratio factor",
-        "list": "items values elements sequence seq",
-    }.items()
-    for name in names.split()
-}
-"""What an unannotated parameter's name says it holds, where its use says nothing."""
-
-
-def usage(definition: ast.FunctionDef) -> dict[str, str]:
-    """The type each name's use in the body suggests: a str-only method called on it, a list
-    or dict method, arithmetic with it, iterating over it."""
-    found: dict[str, str] = {}
-    for node in ast.walk(definition):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            name, attribute = node.value.id, node.attr
-            if attribute in STR_METHODS:
-                found.setdefault(name, "str")
-            elif attribute in DICT_METHODS:
-                found.setdefault(name, "dict")
-            elif attribute in LIST_METHODS:
-                found.setdefault(name, "list")
-        elif isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod):
-            for operand, other in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(operand, ast.Name):  # `"  +--" + label` joins text; `"-" * n` not
-                    value = other.value if isinstance(other, ast.Constant) else None
-                    joined = isinstance(node.op, ast.Add) and isinstance(value, str | bytes)
-                    found.setdefault(operand.id, type(value).__name__ if joined else "int")
-        elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name):
-            found.setdefault(node.iter.id, "list")
-    return found
-
-
 def annotation(arg: ast.arg) -> str:
     return ast.unparse(arg.annotation) if arg.annotation is not None else ""
 
@@ -188,6 +150,8 @@ class InstanceFactory:
         self.callables: Callable[[ast.FunctionDef, ast.ClassDef, list[Parameter]], Refusal]
         self.callables = lambda init, cls, parameters: None
         """Gives a constructor's callable parameters functions (callable_values.refusal)."""
+        self.patterns: Mapping[str, Pattern] = {}
+        """The module's compiled regular expressions, by name (pattern_values)."""
         self.building: set[str] = set()
         """The abstract classes whose subclasses are being built (a cycle ends there)."""
 
@@ -215,10 +179,10 @@ class InstanceFactory:
         init = inherited_init(node, self.classes)
         if init is not None and depth <= 1:  # a parameter's class built from its own types too
             parameters = parameters_of(init, method=True)
-            shapes = compared_literals(init)
+            shaped = shapes(init, self.patterns)
             for parameter in parameters:
                 kind = outer_type(parameter.annotation) or parameter.used_as
-                near = [v for v in shapes.get(parameter.name, []) if fits(v, kind)]
+                near = [v for v in shaped.get(parameter.name, []) if fits(v, kind)]
                 values = [*near[:2], *typed_values(parameter, self, depth + 1)]
                 parameter.pool = [v for v in dict.fromkeys(values) if v != parameter.default][:2]
             refused = self.callables(init, node, parameters)
@@ -243,25 +207,6 @@ def all_defaulted(init: ast.FunctionDef) -> bool:
     return all(p.default is not None for p in parameters_of(init, method=True))
 
 
-def callee_usage(definition: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
-    """What a parameter passed on to another function of the module is used as there
-    (`toposort_flatten(data)` calls `toposort(data)`, which calls `data.items()`)."""
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    found: dict[str, str] = {}
-    for node in ast.walk(definition):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
-            continue
-        callee = functions.get(node.func.id)
-        if callee is None or callee is definition:
-            continue
-        names = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]]
-        uses = usage(callee)
-        for position, argument in enumerate(node.args[: len(names)]):
-            if isinstance(argument, ast.Name) and uses.get(names[position]):
-                found.setdefault(argument.id, uses[names[position]])
-    return found
-
-
 def fill_pools(
     parameters: list[Parameter],
     definition: ast.FunctionDef,
@@ -274,7 +219,7 @@ def fill_pools(
     values, the module's literals of that type, its default. `values`: the module's literals
     and words (`literals(tree)`, `words(tree)`), when worked out once for all its functions."""
     owner = next((cls for cls in classes.values() if definition in cls.body), None)
-    boundaries = compared_literals(definition)
+    boundaries = shapes(definition, factory.patterns)
     module_literals, module_words = values or (literals(tree), words(tree))
     size = max(POOL_SIZE, VARIATIONS // max(1, len(parameters)))
     quoted = docstring_strings(definition)

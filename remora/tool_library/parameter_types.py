@@ -1,0 +1,66 @@
+"""What a parameter holds, as its use in the function's body and its name say, where it has no
+annotation: a str-only method called on it makes it text, `+ count` a number, iterating over it
+a list; a parameter passed on to another function of the module is what it is there. The
+syntax tree only (ast)."""
+
+from __future__ import annotations
+
+import ast
+
+STR_METHODS = frozenset(dir(str)) - frozenset(dir(list)) - frozenset(dir(dict))
+LIST_METHODS = frozenset({"append", "extend", "insert", "sort", "pop", "remove"})
+DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update"})
+NAMED_TYPES = {
+    name: kind
+    for kind, names in {
+        "str": "name text path sku key label title word prefix suffix separator sep line s",
+        "int": "count n size number index width quantity amount limit i k",
+        "float": "price rate ratio factor",
+        "list": "items values elements sequence seq",
+    }.items()
+    for name in names.split()
+}
+"""What an unannotated parameter's name says it holds, where its use says nothing."""
+
+
+def usage(definition: ast.FunctionDef) -> dict[str, str]:
+    """The type each name's use in the body suggests: a str-only method called on it, a list
+    or dict method, arithmetic with it, iterating over it."""
+    found: dict[str, str] = {}
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            name, attribute = node.value.id, node.attr
+            if attribute in STR_METHODS:
+                found.setdefault(name, "str")
+            elif attribute in DICT_METHODS:
+                found.setdefault(name, "dict")
+            elif attribute in LIST_METHODS:
+                found.setdefault(name, "list")
+        elif isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod):
+            for operand, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(operand, ast.Name):  # `"  +--" + label` joins text; `"-" * n` not
+                    value = other.value if isinstance(other, ast.Constant) else None
+                    joined = isinstance(node.op, ast.Add) and isinstance(value, str | bytes)
+                    found.setdefault(operand.id, type(value).__name__ if joined else "int")
+        elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name):
+            found.setdefault(node.iter.id, "list")
+    return found
+
+
+def callee_usage(definition: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
+    """What a parameter passed on to another function of the module is used as there
+    (`toposort_flatten(data)` calls `toposort(data)`, which calls `data.items()`)."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    found: dict[str, str] = {}
+    for node in ast.walk(definition):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        callee = functions.get(node.func.id)
+        if callee is None or callee is definition:
+            continue
+        names = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]]
+        uses = usage(callee)
+        for position, argument in enumerate(node.args[: len(names)]):
+            if isinstance(argument, ast.Name) and uses.get(names[position]):
+                found.setdefault(argument.id, uses[names[position]])
+    return found

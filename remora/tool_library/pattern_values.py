@@ -1,0 +1,152 @@
+"""Text that the module's own regular expressions match, for the parameters they read.
+
+A parser of a format got only `'abc'` and `''`: error tests. The module says what valid input
+looks like in its patterns, `TEMPLATE = re.compile("{([^}]+)}")` and `TEMPLATE.finditer(uri)`
+or `re.match(r"(\\d+)\\.(\\d+)", text)`: the parameter that reaches such a call (directly, or
+through the attribute a constructor stores it in, `self.uri = uri`) is given strings the pattern
+matches in full, made by hypothesis's `from_regex` (the simplest one, shrunk, and the simplest
+of five characters or more: `'{0}'`, `'{000}'`), printable ASCII only; not for a pattern whose
+simplest match is one character, which matches nearly anything. The pattern is compiled,
+never run on anything here but what hypothesis makes of it; patterns over MAX_PATTERN
+characters are left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+import warnings
+from collections.abc import Mapping
+
+from remora.tool_library.code_literals import compared_literals
+
+MAX_PATTERN = 200
+"""Characters of a pattern worth making text for (longer ones are rarely one format)."""
+READ_FIRST = frozenset({"match", "fullmatch", "search", "finditer", "findall", "split"})
+"""A compiled pattern's methods whose first argument is the text read (`sub`'s is second)."""
+READ_SECOND = frozenset({"sub", "subn"})
+Pattern = tuple[str, int]
+"""A pattern's text and its flags."""
+
+
+def module_patterns(tree: ast.Module) -> dict[str, Pattern]:
+    """The module's top-level `NAME = re.compile(LITERAL[, FLAGS])`, by name."""
+    found: dict[str, Pattern] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, pattern = node.targets[0], compiled(node.value)
+            if isinstance(target, ast.Name) and pattern is not None:
+                found[target.id] = pattern
+    return found
+
+
+def compiled(node: ast.expr) -> Pattern | None:
+    """`re.compile(LITERAL[, FLAGS])` as (text, flags), else None."""
+    if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "re.compile" and node.args):
+        return None
+    flags = node.args[1:2] or [k.value for k in node.keywords if k.arg == "flags"]
+    return literal_pattern(node.args[0], flags)
+
+
+def literal_pattern(node: ast.expr, flags: list[ast.expr]) -> Pattern | None:
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    value = 0
+    for name in re.findall(r"\w+", ast.unparse(flags[0])) if flags else []:
+        member = getattr(re.RegexFlag, name, None)
+        value |= int(member) if isinstance(member, re.RegexFlag) else 0
+    return node.value, value
+
+
+def pattern_shapes(
+    definition: ast.FunctionDef, patterns: Mapping[str, Pattern]
+) -> dict[str, list[str]]:
+    """For each parameter the definition reads with a pattern (`TEMPLATE.finditer(uri)`,
+    `re.match(r"...", text)`, `PATTERN.match(self.uri)` where `self.uri = uri`), literals of
+    text the pattern matches."""
+    stored = {  # `self.uri = uri`, `self.uri: str = uri`
+        target.attr: node.value.id
+        for node in ast.walk(definition)
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Name)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+    }
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(definition):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner, method = node.func.value, node.func.attr
+        pattern, read = None, None
+        position = 0 if method in READ_FIRST else 1 if method in READ_SECOND else -1
+        if position < 0:
+            continue
+        if isinstance(owner, ast.Name) and owner.id in patterns:  # PATTERN.match(text)
+            pattern, read = patterns[owner.id], node.args[position : position + 1]
+        elif isinstance(owner, ast.Name) and owner.id == "re" and node.args:  # re.match(p, text)
+            flags = [k.value for k in node.keywords if k.arg == "flags"]
+            pattern = literal_pattern(node.args[0], flags or node.args[2:3] if not position else [])
+            read = node.args[position + 1 : position + 2]
+        if pattern is None or not read:
+            continue
+        subject = read[0]
+        if isinstance(subject, ast.Attribute) and isinstance(subject.value, ast.Name):
+            name = stored.get(subject.attr, "")  # self.uri, stored from `uri`
+        else:
+            name = subject.id if isinstance(subject, ast.Name) else ""
+        texts = [repr(text) for text in matching(*pattern)]
+        if name and texts:
+            found.setdefault(name, []).extend(texts)
+    return found
+
+
+def shapes(definition: ast.FunctionDef, patterns: Mapping[str, Pattern]) -> dict[str, list[str]]:
+    """Each name's values shaped by the code: the literals it is compared with and beside them,
+    then text the patterns that read it match."""
+    found = compared_literals(definition)
+    for name, texts in pattern_shapes(definition, patterns).items():
+        found[name] = list(dict.fromkeys([*found.get(name, []), *texts]))
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def matching(text: str, flags: int) -> tuple[str, ...]:
+    """The simplest text `text` (with `flags`) matches in full, and the simplest of five
+    characters or more; none for a pattern too long, invalid, that hypothesis cannot satisfy,
+    or whose simplest match is one character."""
+    if len(text) > MAX_PATTERN:
+        return ()
+    try:
+        pattern = re.compile(text, flags)
+    except (re.error, ValueError, TypeError, OverflowError, RecursionError):
+        return ()
+    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis.errors import HypothesisException
+    from hypothesis.strategies import characters, from_regex
+
+    quick = settings(
+        database=None,
+        derandomize=True,  # the same text every run: a test file that is written again is alike
+        max_examples=10,
+        deadline=None,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+    )
+    strategy = from_regex(
+        pattern, fullmatch=True, alphabet=characters(min_codepoint=32, max_codepoint=126)
+    )
+    found: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for wanted in (0, 5):
+
+            def enough(made: str, wanted: int = wanted) -> bool:
+                return len(made) >= wanted
+
+            try:
+                found.append(find(strategy, enough, settings=quick))
+            except (HypothesisException, re.error, ValueError, TypeError, RecursionError):
+                continue
+    # A pattern whose simplest match is one character (`\s+`, `(?:^|_)(.)`) matches nearly
+    # any text: no format to give.
+    return tuple(dict.fromkeys(found)) if found and len(found[0]) >= 2 else ()

@@ -1,0 +1,93 @@
+"""Text inputs in the module's own format: a parameter that a regular expression of the module
+reads is given strings the pattern matches in full, made by hypothesis's from_regex (not a
+hand-written regex walker), so a parser is tested on valid input, not only on `'abc'`. Written
+on modules made for these tests."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from remora.tool_library.pattern_values import matching, module_patterns, pattern_shapes
+from tests.test_call_exploration import analyze, make_project, passes_under_pytest, written
+
+VERSIONS = r"""import re
+
+VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_version(text: str) -> tuple:
+    found = VERSION.fullmatch(text)
+    if found is None:
+        raise ValueError(f"not a version: {text!r}")
+    return tuple(int(part) for part in found.groups())
+
+
+class Template:
+    def __init__(self, uri: str):
+        self.uri: str = uri
+        self.names = [m.group(1) for m in re.finditer(r"{(\w+)}", self.uri)]
+
+    def variables(self) -> list:
+        return list(self.names)
+"""
+
+
+def test_a_parameter_a_module_pattern_reads_is_given_text_it_matches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(tmp_path, {"versions": VERSIONS})
+    results = analyze(project, "pkg/versions.py", capsys, monkeypatch)
+
+    # A version parsed, not only turned away.
+    text = written(results["parse_version"], "tests/test_versions_parse_version.py", project)
+    assert "    assert parse_version('0.0.0') == (0, 0, 0)\n" in text
+    assert "parse_version('abc')" in text  # and what it turns away
+    # A constructor stores the text a pattern then reads (`self.uri`): instances are built
+    # from text it matches, and their methods see its variables.
+    text = written(
+        results["Template.variables"], "tests/test_versions_Template_variables.py", project
+    )
+    assert "    template = Template('{0}')\n    assert template.variables() == ['0']\n" in text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_patterns_are_read_from_the_syntax_tree_with_their_flags() -> None:
+    source = (
+        "import re\n"
+        "WORD = re.compile('[a-z]{2,}', re.IGNORECASE | re.ASCII)\n"
+        "SPACE = re.compile(r'\\s+')\n"
+        "OTHER = compile('x')\n"
+        "def split(line, limit):\n"
+        "    return SPACE.split(line)\n"
+        "def pairs(text, spec):\n"
+        "    return re.sub(r'(\\w)=(\\w)', '', spec, flags=re.I) + WORD.match(text).group()\n"
+    )
+    tree = ast.parse(source)
+    patterns = module_patterns(tree)
+    assert patterns == {
+        "WORD": ("[a-z]{2,}", int(re.IGNORECASE | re.ASCII)),
+        "SPACE": ("\\s+", 0),
+    }
+    split, pairs = (node for node in tree.body if isinstance(node, ast.FunctionDef))
+    # `\s+` matches nearly anything: no format to give.
+    assert pattern_shapes(split, patterns) == {}
+    shaped = pattern_shapes(pairs, patterns)
+    assert set(shaped) == {"text", "spec"}
+    for name, pattern, flags in (("text", "[a-z]{2,}", re.I), ("spec", r"(\w)=(\w)", 0)):
+        assert shaped[name]
+        for literal in shaped[name]:
+            made = ast.literal_eval(literal)
+            assert re.fullmatch(pattern, made, flags) and made.isascii() and made.isprintable()
+
+
+def test_text_is_made_only_for_patterns_it_can_be_made_for() -> None:
+    assert matching(r"#[0-9a-f]{6}", 0) == ("#000000",)  # the simplest, and it is 7 long
+    assert matching("(", 0) == ()  # not a pattern
+    assert matching("a" * 201, 0) == ()  # too long to be one format
+    assert matching(r"(a|b)\1", 0) == ("aa",)  # a backreference, satisfied; none of 5
+    assert matching(r"\d+", 0) == ()  # its simplest match is one character
+    assert matching(r"{([^}]+)}", 0) == matching(r"{([^}]+)}", 0) == ("{0}", "{000}")
