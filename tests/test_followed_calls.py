@@ -16,7 +16,7 @@ import pytest
 import remora.tool_library.call_probe as call_probe
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.callable_values import fitting_functions
-from remora.tool_library.class_shapes import readers, result_class
+from remora.tool_library.class_shapes import readers, result_class, returned_function
 from remora.tool_library.parameter_values import union_kinds
 from tests.test_call_exploration import (
     analyze,
@@ -99,7 +99,8 @@ def test_a_returned_object_is_tested_through_the_method_that_reads_it(
     # what another call was made of (it turns that away).
     text = written(results["exactly"], "tests/test_patterns_exactly.py", project)
     assert (
-        "def test_exactly_then_match():\n    assert exactly('abc').match('abc') == 'abc'\n" in text
+        "def test_exactly_then_match_abc():\n    assert exactly('abc').match('abc') == 'abc'\n"
+        in text
     )
     assert "        exactly('abc').match('Hello world')\n" in text
     # A combinator method (its result of its own class), an operator written in parentheses.
@@ -163,7 +164,7 @@ def test_result_classes_readers_and_the_calls_followed() -> None:
     assert len(followed) <= 12 and {c.result for c in followed} == {"Pattern"}
     first = followed[0]
     assert (first.arguments, first.then) == ("'abc'", ("match", "'abc'"))
-    assert first.followed() == [("Pattern().match('abc')", "Pattern.match")]
+    assert first.followed("exactly") == [("Pattern().match('abc')", "Pattern.match")]
     assert ("'abc'", ("match", "'Hello world'")) in [(c.arguments, c.then) for c in followed]
 
 
@@ -178,3 +179,69 @@ def test_a_union_of_plain_types_gets_each_members_values_and_callables_their_ret
         "digits",
         "exactly",
     ]
+
+
+DECORATORS = """import functools
+
+
+def twice(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs) * 2
+
+    return wrapper
+
+
+def counted(func):
+    calls = []
+
+    def wrapper(value: int):
+        calls.append(value)
+        return (func(value), len(calls))
+
+    return wrapper
+
+
+def shout(text: str) -> str:
+    return text.upper() + "!"
+
+
+def square(n: int) -> int:
+    return n * n
+"""
+
+
+def test_a_decorator_is_applied_to_a_function_and_what_it_returns_is_called(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(tmp_path, {"decorators": DECORATORS})
+    results = analyze(project, "pkg/decorators.py", capsys, monkeypatch)
+
+    # A wrapper of *args, **kwargs is called as the function it wraps is (its base call).
+    text = written(results["twice"], "tests/test_decorators_twice.py", project)
+    assert "def test_twice_func_shout_then_call_abc():\n" in text
+    assert "    assert twice(shout)('abc') == 'ABC!ABC!'\n" in text
+    assert "    assert twice(square)(3) == 18\n" in text
+    # A wrapper with parameters of its own is called with their values.
+    text = written(results["counted"], "tests/test_decorators_counted.py", project)
+    assert "    assert counted(square)(3) == (9, 1)\n" in text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_the_function_a_function_returns_is_the_one_every_return_gives_back() -> None:
+    tree = ast.parse(DECORATORS)
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    wrapper = returned_function(functions["twice"])
+    assert wrapper is not None and wrapper.name == "wrapper"
+    assert returned_function(functions["shout"]) is None
+    either = ast.parse(
+        "def pick(flag):\n    def a():\n        pass\n    if flag:\n        return a\n"
+        "    return None\n"
+    )
+    assert returned_function(either.body[0]) is None  # type: ignore[arg-type]
+    branches = ast.parse(
+        "def pick(flag):\n    if flag:\n        def fun(x):\n            return x\n"
+        "    else:\n        def fun(x):\n            return -x\n    return fun\n"
+    )
+    found = returned_function(branches.body[0])  # type: ignore[arg-type]
+    assert found is not None and found.name == "fun"

@@ -29,6 +29,7 @@ from remora.tool_library.class_shapes import (
     overrides,
     readers,
     result_class,
+    returned_function,
 )
 from remora.tool_library.code_literals import literals, words
 from remora.tool_library.doctest_examples import (
@@ -77,12 +78,15 @@ class Candidate:
         """Each setup call as parse_test_case reads it, as a call on the instance."""
         return [f"{self.instance}.{name}({arguments})" for name, arguments in self.setup]
 
-    def followed(self) -> list[tuple[str, str]]:
-        """The call made on the result as parse_test_case reads it, a call on an instance of
-        its class, with the method's name "Class.method"; none without one."""
+    def followed(self, target: str) -> list[tuple[str, str]]:
+        """The call made on the result as parse_test_case reads it, with the function it reads
+        it as: a call on an instance of its class ("Class.method"); for a function the call
+        returned (no class), the same arguments as a call of `target`; none without one."""
         if self.then is None:
             return []
         name, arguments = self.then
+        if not self.result:
+            return [(Candidate(arguments, self.instance, self.origin).case(target), target)]
         return [(f"{self.result}().{name}({arguments})", f"{self.result}.{name}")]
 
     @property
@@ -157,10 +161,12 @@ def candidate_calls(
         for setup in found_setups[:4]:
             sequenced += [Candidate(a, instances[0], "sequence", setup) for a, _ in calls[:3]]
     sequenced = sequenced[:SEQUENCED]
-    made = result_class(definition, owner, classes)
+    made, wrapper = result_class(definition, owner, classes), returned_function(definition)
+    facts = (tree, classes, factory, module.values)
     if made:  # an object of the module's whose behaviour shows when it is used: `.parse(...)`
-        facts = (tree, classes, factory, module.values)
         sequenced += followed_calls(classes[made], calls[:3], instances[0], *facts)[:FOLLOWED]
+    elif wrapper is not None:  # a decorator's wrapper: applied, then called
+        sequenced += applied_calls(wrapper, calls[:3], instances[0], *facts)[:FOLLOWED]
     for arguments, origin in calls:
         for instance in instances[:3]:
             if len(found) < MAX_CANDIDATES - len(sequenced):
@@ -263,6 +269,38 @@ def followed_calls(
                     found.append(
                         Candidate(arguments, instance, "result", then=then, result=made.name)
                     )
+    return found
+
+
+def applied_calls(
+    wrapper: ast.FunctionDef,
+    calls: Sequence[tuple[str, str]],
+    instance: str | None,
+    tree: ast.Module,
+    classes: Mapping[str, ast.ClassDef],
+    factory: InstanceFactory,
+    values: tuple[list[str], list[str]],
+) -> list[Candidate]:
+    """The calls of a function that returns a function it defines (a decorator's `wrapper`),
+    each followed by a call of what it returned: with the wrapper's own parameters' first two
+    calls, or, where it takes only `*args, **kwargs`, with those of the module's function the
+    call passed it (`twice(shout)('abc')`)."""
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    found: list[Candidate] = []
+    for arguments, _ in calls:
+        own = wrapper
+        if not parameters_of(wrapper, method=False):
+            node = ast.parse(f"_({arguments})", mode="eval").body
+            passed = [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in functions]
+            if not passed:
+                continue
+            own = functions[passed[0]]
+        parameters = parameters_of(own, method=False)
+        fill_pools(parameters, own, tree, classes, factory, values)
+        refused = refusal(own, None, parameters, tree)
+        for read, _ in combinations(parameters)[:2]:
+            if not (refused and refused(read)):
+                found.append(Candidate(arguments, instance, "result", then=("__call__", read)))
     return found
 
 

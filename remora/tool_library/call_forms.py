@@ -129,13 +129,16 @@ def steps_of(candidate: Mapping[str, Any]) -> list[Sequence[Any]]:
 
 def followed_call(call: str, candidate: Mapping[str, Any]) -> str:
     """The call, and where the candidate names a method called on what it returned (`then`),
-    that method called on it: `string('abc').parse('abc')`, `(a + b).parse('ab')`."""
+    that method called on it: `string('abc').parse('abc')`, `(a + b).parse('ab')`, or the
+    function it returned called, `twice(shout)('abc')`."""
     if not candidate.get("then"):
         return call
     name, text = candidate["then"]
     primary = (ast.Call, ast.Attribute, ast.Subscript, ast.Name)
     if not isinstance(ast.parse(call, mode="eval").body, primary):  # `a + b`, `-a`, `a * 3`
         call = f"({call})"
+    if name == "__call__":  # a function the call returned: `twice(shout)('abc')`
+        return f"{call}({', '.join(step_arguments(text))})"
     return f"{call}.{name}({', '.join(step_arguments(text))})"
 
 

@@ -35,8 +35,10 @@ def describe(
         tail += "_after_" + "_".join(snake(str(step[0])) for step in setup)
     elif not tail and candidate.get("instance") != reference.get("instance"):
         tail = "_other_instance"
-    if candidate.get("then"):  # the method called on what the call returned
-        tail += "_then_" + snake(str(candidate["then"][0]))
+    if candidate.get("then"):  # the method called on what the call returned, its argument
+        name, text = candidate["then"]
+        given = list(named_arguments(str(text), []).values())
+        tail += "_then_" + snake(str(name)) + (f"_{value_word(given[0])}" if given else "")
     if seen.get("outcome") == "raised":
         tail += "_raises_" + snake(str(seen.get("exception")))
     return tail
@@ -70,6 +72,8 @@ def value_word(text: str) -> str:
             return value_word(held.group(2) or "b''")
         if held and held.group(2) and value_word(held.group(2)) == "empty":
             return "empty"  # io.BytesIO(b'')
+        if text.isidentifier():  # a function passed by name
+            return snake(text)
         match = re.match(r"(?:[a-z_]\w*\.)?([A-Z]\w*)\(", text)  # `uuid.UUID(...)`: uuid
         return snake(match.group(1)) if match else "object"
     if value is None or isinstance(value, bool):

@@ -150,7 +150,7 @@ def allowed(candidate: Candidate, target: str, source: str) -> bool:
     calls = [(candidate.case(target), target)]
     steps = zip(candidate.steps(), candidate.setup, strict=True)
     calls += [(text, f"{owner}.{name}") for text, (name, _) in steps]
-    calls += candidate.followed()
+    calls += candidate.followed(target)
     for text, function in calls:
         try:
             case = parse_test_case(text, function, source)

@@ -338,3 +338,15 @@ def readers(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast
         if not selfish and result_class(method, node.name, classes) != node.name:
             found.append(method)
     return found
+
+
+def returned_function(definition: ast.FunctionDef) -> ast.FunctionDef | None:
+    """The function defined in the body that every `return` of it gives back (a decorator's
+    `wrapper`), or None."""
+    nodes = own_nodes(definition)  # a `def` under an `if` too; not one inside another `def`
+    inner = {node.name: node for node in nodes if isinstance(node, ast.FunctionDef)}
+    returns = [node for node in nodes if isinstance(node, ast.Return)]
+    names = {ast.unparse(node.value) if node.value is not None else "" for node in returns}
+    if len(names) != 1:
+        return None
+    return inner.get(names.pop())
