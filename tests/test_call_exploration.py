@@ -1025,13 +1025,19 @@ class _Varint:
 
 def words(text: typing.TextIO) -> int:
     return len(text.read().split())
+
+"""
+WORDS32 = """def word32(data: memoryview) -> int:
+    if len(data) < 4:
+        raise ValueError("a 32-bit word takes 4 bytes")
+    return int.from_bytes(data[:4], "big")
 """
 
 
 def test_bytes_and_streams_are_given_and_returned_bytearrays_pinned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    project = make_project(tmp_path, {"varints": VARINTS})
+    project = make_project(tmp_path, {"varints": VARINTS, "words32": WORDS32})
     results = analyze(project, "pkg/varints.py", capsys, monkeypatch)
 
     # A returned bytearray is pinned through its repr (a builtin: nothing to import).
@@ -1047,6 +1053,11 @@ def test_bytes_and_streams_are_given_and_returned_bytearrays_pinned(
     assert raising in text
     text = written(results["words"], "tests/test_varints_words.py", project)
     assert "(io.StringIO('line one\\nline two\\n'), 4)," in text
+    # A memoryview one views bytes, of the lengths binary protocols read too.
+    results = analyze(project, "pkg/words32.py", capsys, monkeypatch)
+    text = written(results["word32"], "tests/test_words32_word32.py", project)
+    assert "(memoryview(b'\\x00\\x00\\x00\\x01'), 1)," in text
+    assert "        word32(memoryview(b'abc'))\n" in text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
@@ -1077,7 +1088,8 @@ def test_a_table_column_named_like_the_instance_or_a_module_takes_a_suffix() -> 
 
 def test_bytearray_arguments_are_allowed_of_bytes_or_integers_only() -> None:
     source = "def total(data):\n    return sum(data)\n"
-    for text in ("total(bytearray(b'ab'))", "total(bytearray([1, 2]))", "total(bytearray())"):
+    allowed = ["total(bytearray(b'ab'))", "total(bytearray([1, 2]))", "total(bytearray())"]
+    for text in [*allowed, "total(memoryview(b'ab'))"]:
         assert parse_test_case(text, "total", source)["names"] == ["total"]
     refused = [
         "total(bytearray('abc', 'ascii'))",  # text and an encoding: two arguments
@@ -1085,12 +1097,14 @@ def test_bytearray_arguments_are_allowed_of_bytes_or_integers_only() -> None:
         "total(bytearray(size=3))",
         "total(bytearray([1, 256]))",
         "total(bytearray(['a']))",
+        "total(memoryview([1, 2]))",  # a view of bytes only
+        "total(memoryview(bytearray(b'a')))",
         "total(bytearray(__import__('os')))",
     ]
     for text in refused:
         with pytest.raises(ValueError):
             parse_test_case(text, "total", source)
-    assert used_names("bytearray(b'ab'), 3") == []
+    assert used_names("bytearray(b'ab'), memoryview(b''), 3") == []
 
 
 def test_tables_of_calls_on_several_instances_get_distinct_names() -> None:

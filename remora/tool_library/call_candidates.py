@@ -58,8 +58,9 @@ class Candidate:
     """One call: `arguments` is the text between the call's parentheses; `instance` the
     constructor call a method is called on (None for a function); `setup` the methods called
     on the instance first, each (name, its arguments' text); `then` the method called on what
-    the call returned, of the class `result` (its name, its arguments' text): a parser's
-    `parse('abc')` after `string('abc')`."""
+    the call returned (its name, its arguments' text), of the class `result`, or "__call__"
+    where the call returned a function (`result` empty): `parse('abc')` after `string('abc')`,
+    `('abc')` after `twice(shout)`."""
 
     arguments: str
     instance: str | None
@@ -239,13 +240,12 @@ def followed_calls(
     that is a literal (`string('abc').parse('abc')`: what was put in is what is then read), the
     next call's (`string('abc').parse('')`: what it turns away) and its own base call: the tests
     of a combinator, a factory, a builder that returns a new object."""
-    firsts = []
+    firsts = []  # each call's first argument, where it is a literal
     for arguments, _ in calls:
         node = ast.parse(f"_({arguments})", mode="eval").body
-        given = (
-            source_of(arguments, node.args[0]) if isinstance(node, ast.Call) and node.args else ""
-        )
-        firsts.append(given if literal_kind(given) else "")
+        first = node.args[0] if isinstance(node, ast.Call) and node.args else None
+        text = source_of(arguments, first) if first is not None else ""
+        firsts.append(text if literal_kind(text) else "")
     found: list[Candidate] = []
     for reader in readers(made, classes)[:2]:
         parameters = parameters_of(reader, method=True)
@@ -255,15 +255,9 @@ def followed_calls(
         positional = bool(parameters) and not parameters[0].keyword_only
         for index, (arguments, _) in enumerate(calls):
             shared = [firsts[index], firsts[(index + 1) % len(calls)]] if positional else []
-            reads = [
-                *(
-                    ", ".join(call_arguments(parameters, {parameters[0].name: v}))
-                    for v in shared
-                    if v
-                ),
-                *own,
-            ]
-            for read in dict.fromkeys(reads):
+            given = [{parameters[0].name: value} for value in shared if value]
+            reads = [", ".join(call_arguments(parameters, chosen)) for chosen in given]
+            for read in dict.fromkeys([*reads, *own]):
                 if not (refused and refused(read)):
                     then = (reader.name, read)
                     found.append(

@@ -122,8 +122,9 @@ def in_child(module, path, lines, request, call, has_coverage, tracer=None):
 
 
 def observe(module, path, lines, request, call, has_coverage, tracer=None):
-    # The allow-list admits slice(ints) and bytearray(bytes or ints) of the builtins.
+    # The allow-list admits slice(ints), bytearray(bytes or ints), memoryview(bytes).
     namespace = {"__builtins__": {}, "slice": slice, "bytearray": bytearray}
+    namespace["memoryview"] = memoryview
     # Its classes (constructed) and functions (passed by name): whatever a decorator made of
     # a `def` (parsy's `@Parser def eof`, an `lru_cache`), the allow-list checked the name.
     namespace.update(

@@ -148,7 +148,7 @@ def used_names(text: str) -> list[str]:
     standard = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     found = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in standard]
     found.sort(key=lambda node: node.col_offset)
-    names = [node.id for node in found if node.id not in ("_", "slice", "bytearray")]
+    names = [n.id for n in found if n.id not in ("_", "slice", "bytearray", "memoryview")]
     return [name for name in dict.fromkeys(names) if code_name(name)]
 
 

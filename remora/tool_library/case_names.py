@@ -68,7 +68,7 @@ def value_word(text: str) -> str:
             words = [value_word(part.strip()) for part in sliced.group(1).split(",")]
             return "slice_" + ("all" if words == ["none"] else "_".join(words))
         held = re.fullmatch(r"(?:[a-z_]\w*\.)?(\w+)\((.*)\)", text)
-        if held and held.group(1) == "bytearray":  # bytearray(b'abc'): abc
+        if held and held.group(1) in ("bytearray", "memoryview"):  # bytearray(b'abc'): abc
             return value_word(held.group(2) or "b''")
         if held and held.group(2) and value_word(held.group(2)) == "empty":
             return "empty"  # io.BytesIO(b'')

@@ -34,14 +34,17 @@ VARIATIONS = 36
 """Values tried across all parameters: a function of one or two parameters tries more of each."""
 
 TREE = "{'a': {'b': {}, 'c': {'d': {}}}}"
+FOUR, EIGHT = "b'\\x00\\x00\\x00\\x01'", "b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01'"
 TYPE_VALUES: dict[str, list[str]] = {
     "int": ["3", "10", "0", "-2", "1"],
     "float": ["2.5", "10.0", "0.0", "-1.5"],
     "complex": ["1j"],
     "str": ["'abc'", "'Hello world'", "''", "'a-b_c 1'"],
-    # A byte with the high bit set too: binary formats (varints, UTF-8) read on while it is.
-    "bytes": ["b'abc'", "b''", "b'\\xff\\x01'"],
+    # A byte with the high bit set too: binary formats (varints, UTF-8) read on while it is;
+    # and a 32-bit and a 64-bit big-endian 1: the fields binary protocols read.
+    "bytes": ["b'abc'", "b''", "b'\\xff\\x01'", FOUR, EIGHT],
     "bytearray": ["bytearray(b'abc')", "bytearray()", "bytearray(b'\\xff\\x01')"],
+    "memoryview": [f"memoryview({b})" for b in ("b'abc'", "b''", FOUR, EIGHT)],
     "bool": ["True", "False"],
     "list": ["[1, 2, 3]", "[]", "['a', 'b']"],
     "tuple": ["(1, 2)", "()"],

@@ -19,6 +19,8 @@ from typing import Any
 from remora.tool_library import class_shapes
 from remora.tool_library.standard_values import STANDARD_VALUES
 
+BYTE_BUILDERS = {"bytearray": " or list of integers below 256", "memoryview": ""}
+"""The built-ins of bytes an argument may be built with, and what else the one takes."""
 MAX_CASE_LENGTH = 500
 """Characters of one case: parsing stays cheap, and longer values make unreadable tests."""
 MAX_NODES = 200
@@ -37,7 +39,8 @@ only exceptions derived from Exception)."""
 
 ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
-    "sets or dicts of them, slice(...) of integers, bytearray(...) of bytes, constructors of "
+    "sets or dicts of them, slice(...) of integers, bytearray(...) and memoryview(...) of bytes, "
+    "constructors of "
     "the module's classes, the module's functions by name, or "
     + ", ".join(f"{dotted}(...)" for dotted in STANDARD_VALUES)
     + " of literals"
@@ -279,21 +282,20 @@ def check_value(
                 if type(ast.literal_eval(part)) is not int:  # not a float, nor True
                     raise ValueError("slice(...) takes one to three integers or None")
         return
-    if (
-        isinstance(node, ast.Call)
-        and is_name(node.func, "bytearray")
-        and "bytearray" not in classes
-    ):
-        # The built-in, for bytes a function changes or returns: of a bytes literal or a list
-        # of integers below 256.
-        wrong = "bytearray(...) takes one bytes literal or list of integers below 256"
+    builder = getattr(getattr(node, "func", None), "id", "")
+    if isinstance(node, ast.Call) and builder in BYTE_BUILDERS and builder not in classes:
+        # The built-ins, for bytes a function changes, returns or reads through a view: of a
+        # bytes literal (a bytearray also of a list of integers below 256).
+        wrong = f"{builder}(...) takes one bytes literal" + BYTE_BUILDERS[builder]
         if node.keywords or len(node.args) > 1:
             raise ValueError(wrong)
         for part in node.args:
             check_value(part, frozenset(), [], frozenset())
             held = ast.literal_eval(part)
-            if not isinstance(held, bytes | list) or not all(
-                type(item) is int and 0 <= item < 256 for item in held
+            if not isinstance(held, bytes) and not (
+                builder == "bytearray"
+                and isinstance(held, list)
+                and all(type(item) is int and 0 <= item < 256 for item in held)
             ):
                 raise ValueError(wrong)
         return
