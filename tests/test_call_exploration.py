@@ -29,6 +29,7 @@ from remora.tool_library.case_checks import standard_imports, used_names
 from remora.tool_library.case_render import pattern_literal, render_tests
 from remora.tool_library.characterize import allowed, branches_left
 from remora.tool_library.class_shapes import abstract, inherited_init, overrides
+from remora.tool_library.doctest_examples import example_trees
 from remora.tool_library.test_cases import parse_test_case
 
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
@@ -484,6 +485,33 @@ def test_candidates_come_from_call_sites_doctests_and_boundaries() -> None:
     # The compared literal and both its neighbours.
     assert {"91", "90", "89"} <= set(by_origin["boundary"])
     assert all(call.case("grade").startswith("grade(") for call in found)
+
+
+def test_usage_shown_as_code_lines_in_a_docstring_gives_candidates_too() -> None:
+    """A docstring without `>>>` that shows usage as code (an "Usage:" block of asserts) is
+    read line by line; prose, and lines that call nothing, are not."""
+    source = (
+        "class Plurals:\n"
+        '    """Plural forms of English words.\n\n'
+        "    Usage:\n"
+        "        from plurals import Plurals\n"
+        "        plurals = Plurals()\n"
+        "        assert plurals.plural('apple') == 'apples'\n"
+        "        plurals.plural('person', count=2)  # people\n"
+        "    Call plural(word) for a word's plural form.\n"
+        '    """\n\n'
+        "    def plural(self, word: str, count: int = 2) -> str:\n"
+        "        return word if count == 1 else word + 's'\n"
+    )
+    examples = example_trees(ast.parse(source))
+    assert [ast.unparse(example) for _, example in examples] == [
+        "plurals = Plurals()",  # the import calls nothing; the prose does not parse
+        "assert plurals.plural('apple') == 'apples'",
+        "plurals.plural('person', count=2)",
+    ]
+    found = candidate_calls(source, "Plurals.plural")
+    doctests = [c.arguments for c in found if c.origin == "doctest"]
+    assert doctests == ["'apple'", "'person', count=2"]
 
 
 def test_candidates_for_a_method_are_called_on_instances() -> None:

@@ -1,4 +1,5 @@
-"""Calls people wrote in the module's docstrings (`>>> ...` examples), read for the input generator.
+"""Calls people wrote in the module's docstrings (`>>> ...` examples; without any, the lines that
+read as code, `assert p.plural('apple') == 'apples'`), read for the input generator.
 
 A docstring's examples are the author's own calls, so they are the most trusted candidates after
 call sites in code. The target's own docstring comes first, then every other docstring of the
@@ -42,14 +43,18 @@ def example_trees(tree: ast.Module) -> list[Example]:
         if not docstring:
             continue
         try:
-            examples = parser.get_examples(docstring)
+            sources = [example.source for example in parser.get_examples(docstring)]
         except ValueError:
             continue
-        for example in examples:
+        # Without `>>>`, usage shown as code lines (`assert p.plural('apple') == 'apples'`,
+        # under "Usage:" or in a code block): each line that parses alone and calls something.
+        for source in sources or docstring.splitlines():
             try:
-                found.append((owner, ast.parse(example.source)))
+                example = ast.parse(source.strip())
             except (SyntaxError, ValueError, MemoryError, RecursionError):
                 continue
+            if sources or any(isinstance(node, ast.Call) for node in ast.walk(example)):
+                found.append((owner, example))
     return found
 
 
