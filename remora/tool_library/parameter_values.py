@@ -39,7 +39,6 @@ TYPE_VALUES: dict[str, list[str]] = {
     "int": ["3", "10", "0", "-2", "1"],
     "float": ["2.5", "10.0", "0.0", "-1.5"],
     "complex": ["1j"],
-    # Lower, capitalised, empty, punctuated, upper: the cases text code tells apart.
     "str": ["'abc'", "'Hello world'", "''", "'a-b_c 1'"],
     # A byte with the high bit set too: binary formats (varints, UTF-8) read on while it is;
     # and a 32-bit and a 64-bit big-endian 1: the fields binary protocols read.
