@@ -163,11 +163,11 @@ def candidate_calls(
             sequenced += [Candidate(a, instances[0], "sequence", setup) for a, _ in calls[:3]]
     sequenced = sequenced[:SEQUENCED]
     made, wrapper = result_class(definition, owner, classes), returned_function(definition)
-    facts = (tree, classes, factory, module.values)
     if made:  # an object of the module's whose behaviour shows when it is used: `.parse(...)`
-        sequenced += followed_calls(classes[made], calls[:3], instances[0], *facts)[:FOLLOWED]
+        followed = followed_calls(classes[made], calls[:3], instances[0], module, factory)
+        sequenced += followed[:FOLLOWED]
     elif wrapper is not None:  # a decorator's wrapper: applied, then called
-        sequenced += applied_calls(wrapper, calls[:3], instances[0], *facts)[:FOLLOWED]
+        sequenced += applied_calls(wrapper, calls[:3], instances[0], module, factory)[:FOLLOWED]
     for arguments, origin in calls:
         for instance in instances[:3]:
             if len(found) < MAX_CANDIDATES - len(sequenced):
@@ -230,10 +230,8 @@ def followed_calls(
     made: ast.ClassDef,
     calls: Sequence[tuple[str, str]],
     instance: str | None,
-    tree: ast.Module,
-    classes: Mapping[str, ast.ClassDef],
+    module: ModuleFacts,
     factory: InstanceFactory,
-    values: tuple[list[str], list[str]],
 ) -> list[Candidate]:
     """The calls, each followed by a reader of the class `made` of the object it returns (its
     first two `readers`), given the call's own first argument where the reader takes one and
@@ -247,9 +245,10 @@ def followed_calls(
         text = source_of(arguments, first) if first is not None else ""
         firsts.append(text if literal_kind(text) else "")
     found: list[Candidate] = []
+    tree, classes = module.tree, module.classes
     for reader in readers(made, classes)[:2]:
         parameters = parameters_of(reader, method=True)
-        fill_pools(parameters, reader, tree, classes, factory, values)
+        fill_pools(parameters, reader, tree, classes, factory, module.values)
         refused = refusal(reader, made, parameters, tree)
         own = [arguments for arguments, _ in combinations(parameters)[:1]]
         positional = bool(parameters) and not parameters[0].keyword_only
@@ -270,15 +269,14 @@ def applied_calls(
     wrapper: ast.FunctionDef,
     calls: Sequence[tuple[str, str]],
     instance: str | None,
-    tree: ast.Module,
-    classes: Mapping[str, ast.ClassDef],
+    module: ModuleFacts,
     factory: InstanceFactory,
-    values: tuple[list[str], list[str]],
 ) -> list[Candidate]:
     """The calls of a function that returns a function it defines (a decorator's `wrapper`),
     each followed by a call of what it returned: with the wrapper's own parameters' first two
     calls, or, where it takes only `*args, **kwargs`, with those of the module's function the
     call passed it (`twice(shout)('abc')`)."""
+    tree = module.tree
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     found: list[Candidate] = []
     for arguments, _ in calls:
@@ -290,7 +288,7 @@ def applied_calls(
                 continue
             own = functions[passed[0]]
         parameters = parameters_of(own, method=False)
-        fill_pools(parameters, own, tree, classes, factory, values)
+        fill_pools(parameters, own, tree, module.classes, factory, module.values)
         refused = refusal(own, None, parameters, tree)
         for read, _ in combinations(parameters)[:2]:
             if not (refused and refused(read)):
