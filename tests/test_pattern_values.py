@@ -60,6 +60,8 @@ def test_patterns_are_read_from_the_syntax_tree_with_their_flags() -> None:
         "import re\n"
         "WORD = re.compile('[a-z]{2,}', re.IGNORECASE | re.ASCII)\n"
         "SPACE = re.compile(r'\\s+')\n"
+        "DIGITS = r'[0-9]{4}'\n"
+        "YEAR = re.compile(DIGITS)\n"
         "OTHER = compile('x')\n"
         "def split(line, limit):\n"
         "    return SPACE.split(line)\n"
@@ -71,6 +73,7 @@ def test_patterns_are_read_from_the_syntax_tree_with_their_flags() -> None:
     assert patterns == {
         "WORD": ("[a-z]{2,}", int(re.IGNORECASE | re.ASCII)),
         "SPACE": ("\\s+", 0),
+        "YEAR": ("[0-9]{4}", 0),  # through the name its text was bound to
     }
     split, pairs = (node for node in tree.body if isinstance(node, ast.FunctionDef))
     # `\s+` matches nearly anything: no format to give.
@@ -89,5 +92,8 @@ def test_text_is_made_only_for_patterns_it_can_be_made_for() -> None:
     assert matching("(", 0) == ()  # not a pattern
     assert matching("a" * 201, 0) == ()  # too long to be one format
     assert matching(r"(a|b)\1", 0) == ("aa",)  # a backreference, satisfied; none of 5
-    assert matching(r"\d+", 0) == ()  # its simplest match is one character
+    assert matching(r"\d+", 0) == ("00000",)  # its simplest, one character, shows no format
+    assert matching(r"\s+", 0) == ()  # nor do spaces
+    # All of it optional: only the longer one (ISO 8601's time zone designator).
+    assert matching(r"(Z|(?P<sign>[+-])(?P<hour>[0-9]{2})(:?(?P<min>[0-9]{2}))?)?", 0) == ("-0000",)
     assert matching(r"{([^}]+)}", 0) == matching(r"{([^}]+)}", 0) == ("{0}", "{000}")

@@ -5,8 +5,8 @@ looks like in its patterns, `TEMPLATE = re.compile("{([^}]+)}")` and `TEMPLATE.f
 or `re.match(r"(\\d+)\\.(\\d+)", text)`: the parameter that reaches such a call (directly, or
 through the attribute a constructor stores it in, `self.uri = uri`) is given strings the pattern
 matches in full, made by hypothesis's `from_regex` (the simplest one, shrunk, and the simplest
-of five characters or more: `'{0}'`, `'{000}'`), printable ASCII only; not for a pattern whose
-simplest match is one character, which matches nearly anything. The pattern is compiled,
+of five characters or more: `'{0}'`, `'{000}'`), printable ASCII only; not text of one character
+or none, or only spaces, which shows no format. The pattern is compiled,
 never run on anything here but what hypothesis makes of it; patterns over MAX_PATTERN
 characters are left alone.
 """
@@ -31,22 +31,32 @@ Pattern = tuple[str, int]
 
 
 def module_patterns(tree: ast.Module) -> dict[str, Pattern]:
-    """The module's top-level `NAME = re.compile(LITERAL[, FLAGS])`, by name."""
+    """The module's top-level `NAME = re.compile(TEXT[, FLAGS])`, by name, where TEXT is a
+    string literal or a top-level name bound to one (`TZ_RE = re.compile(TZ_REGEX)`)."""
     found: dict[str, Pattern] = {}
+    texts: dict[str, ast.expr] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, pattern = node.targets[0], compiled(node.value)
-            if isinstance(target, ast.Name) and pattern is not None:
+            target = node.targets[0]
+            if not isinstance(target, ast.Name):
+                continue
+            texts[target.id] = node.value
+            pattern = compiled(node.value, texts)
+            if pattern is not None:
                 found[target.id] = pattern
     return found
 
 
-def compiled(node: ast.expr) -> Pattern | None:
-    """`re.compile(LITERAL[, FLAGS])` as (text, flags), else None."""
+def compiled(node: ast.expr, texts: Mapping[str, ast.expr]) -> Pattern | None:
+    """`re.compile(TEXT[, FLAGS])` as (text, flags), else None; `texts`: what the module's
+    names were bound to before it."""
     if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "re.compile" and node.args):
         return None
     flags = node.args[1:2] or [k.value for k in node.keywords if k.arg == "flags"]
-    return literal_pattern(node.args[0], flags)
+    text = node.args[0]
+    if isinstance(text, ast.Name):
+        text = texts.get(text.id, text)
+    return literal_pattern(text, flags)
 
 
 def literal_pattern(node: ast.expr, flags: list[ast.expr]) -> Pattern | None:
@@ -112,8 +122,8 @@ def shapes(definition: ast.FunctionDef, patterns: Mapping[str, Pattern]) -> dict
 @functools.lru_cache(maxsize=256)
 def matching(text: str, flags: int) -> tuple[str, ...]:
     """The simplest text `text` (with `flags`) matches in full, and the simplest of five
-    characters or more; none for a pattern too long, invalid, that hypothesis cannot satisfy,
-    or whose simplest match is one character."""
+    characters or more, each where it has two characters or more and not only spaces; none for
+    a pattern too long, invalid, or that hypothesis cannot satisfy."""
     if len(text) > MAX_PATTERN:
         return ()
     try:
@@ -147,6 +157,6 @@ def matching(text: str, flags: int) -> tuple[str, ...]:
                 found.append(find(strategy, enough, settings=quick))
             except (HypothesisException, re.error, ValueError, TypeError, RecursionError):
                 continue
-    # A pattern whose simplest match is one character (`\s+`, `(?:^|_)(.)`) matches nearly
-    # any text: no format to give.
-    return tuple(dict.fromkeys(found)) if found and len(found[0]) >= 2 else ()
+    # Text of one character or none, or only spaces (`(?:^|_)(.)`, `\s+`, a pattern whose
+    # parts are all optional at its simplest) shows no format.
+    return tuple(dict.fromkeys(t for t in found if len(t) >= 2 and not t.isspace()))
