@@ -41,6 +41,7 @@ from remora.tool_library.doctest_examples import (
 from remora.tool_library.parameter_values import (
     InstanceFactory,
     Parameter,
+    Refusal,
     call_arguments,
     fill_pools,
     literal_kind,
@@ -158,7 +159,7 @@ def candidate_calls(
     sequenced = []
     if owner and instances[0] is not None:  # the method on an instance other calls filled
         shared = parameters[0].pool[0] if parameters and parameters[0].pool else None
-        found_setups = setups(classes[owner], name, shared, tree, classes, factory, module.values)
+        found_setups = setups(classes[owner], name, shared, module, factory)
         for setup in found_setups[:4]:
             sequenced += [Candidate(a, instances[0], "sequence", setup) for a, _ in calls[:3]]
     sequenced = sequenced[:SEQUENCED]
@@ -185,10 +186,8 @@ def setups(
     node: ast.ClassDef,
     target: str,
     shared: str | None,
-    tree: ast.Module,
-    classes: Mapping[str, ast.ClassDef],
+    module: ModuleFacts,
     factory: InstanceFactory,
-    values: tuple[list[str], list[str]],
 ) -> list[tuple[tuple[str, str], ...]]:
     """What to call on a fresh instance before the method, most telling first: the class's
     mutators that take arguments, in order, each given the method's own first value `shared`
@@ -207,13 +206,9 @@ def setups(
             continue
         if len(steps) >= 4:
             continue
-        fill_pools(parameters, method, tree, classes, factory, values)
-        refused = refusal(method, node, parameters, tree)  # a function where it calls one
-        calls = [c[0] for c in combinations(parameters)[:1]]
-        if shared is not None and not parameters[0].keyword_only:
-            first = {parameters[0].name: shared}
-            calls.insert(0, ", ".join(call_arguments(parameters, first)))
-        steps += [(method.name, a) for a in dict.fromkeys(calls) if not (refused and refused(a))]
+        parameters, refused = pooled(method, node, module, factory)
+        given = [shared] if shared is not None else []
+        steps += [(method.name, a) for a in first_calls(parameters, refused, given, 1)]
     found: list[tuple[tuple[str, str], ...]] = []
     for step in steps:
         found.append((step,))
@@ -245,23 +240,13 @@ def followed_calls(
         text = source_of(arguments, first) if first is not None else ""
         firsts.append(text if literal_kind(text) else "")
     found: list[Candidate] = []
-    tree, classes = module.tree, module.classes
-    for reader in readers(made, classes)[:2]:
-        parameters = parameters_of(reader, method=True)
-        fill_pools(parameters, reader, tree, classes, factory, module.values)
-        refused = refusal(reader, made, parameters, tree)
-        own = [arguments for arguments, _ in combinations(parameters)[:1]]
-        positional = bool(parameters) and not parameters[0].keyword_only
+    for reader in readers(made, module.classes)[:2]:
+        parameters, refused = pooled(reader, made, module, factory)
         for index, (arguments, _) in enumerate(calls):
-            shared = [firsts[index], firsts[(index + 1) % len(calls)]] if positional else []
-            given = [{parameters[0].name: value} for value in shared if value]
-            reads = [", ".join(call_arguments(parameters, chosen)) for chosen in given]
-            for read in dict.fromkeys([*reads, *own]):
-                if not (refused and refused(read)):
-                    then = (reader.name, read)
-                    found.append(
-                        Candidate(arguments, instance, "result", then=then, result=made.name)
-                    )
+            shared = [firsts[index], firsts[(index + 1) % len(calls)]]
+            for read in first_calls(parameters, refused, shared, 1):
+                then = (reader.name, read)
+                found.append(Candidate(arguments, instance, "result", then=then, result=made.name))
     return found
 
 
@@ -276,8 +261,7 @@ def applied_calls(
     each followed by a call of what it returned: with the wrapper's own parameters' first two
     calls, or, where it takes only `*args, **kwargs`, with those of the module's function the
     call passed it (`twice(shout)('abc')`)."""
-    tree = module.tree
-    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    functions = {n.name: n for n in module.tree.body if isinstance(n, ast.FunctionDef)}
     found: list[Candidate] = []
     for arguments, _ in calls:
         own = wrapper
@@ -287,13 +271,37 @@ def applied_calls(
             if not passed:
                 continue
             own = functions[passed[0]]
-        parameters = parameters_of(own, method=False)
-        fill_pools(parameters, own, tree, module.classes, factory, module.values)
-        refused = refusal(own, None, parameters, tree)
-        for read, _ in combinations(parameters)[:2]:
-            if not (refused and refused(read)):
-                found.append(Candidate(arguments, instance, "result", then=("__call__", read)))
+        parameters, refused = pooled(own, None, module, factory)
+        for read in first_calls(parameters, refused, [], 2):
+            found.append(Candidate(arguments, instance, "result", then=("__call__", read)))
     return found
+
+
+def pooled(
+    definition: ast.FunctionDef,
+    owner: ast.ClassDef | None,
+    module: ModuleFacts,
+    factory: InstanceFactory,
+) -> tuple[list[Parameter], Refusal]:
+    """The parameters of a function (of `owner`'s method) with their pools filled, and what
+    refuses a call that gives one it calls a literal (callable_values.refusal)."""
+    parameters = parameters_of(definition, method=owner is not None)
+    fill_pools(parameters, definition, module.tree, module.classes, factory, module.values)
+    return parameters, refusal(definition, owner, parameters, module.tree)
+
+
+def first_calls(
+    parameters: list[Parameter], refused: Refusal, firsts: Sequence[str], count: int
+) -> list[str]:
+    """Calls that give the first positional parameter each of `firsts` (what was put in is what
+    is then read), then the parameters' own first `count` (`combinations`), each once, but those
+    `refused` refuses."""
+    calls = []
+    if parameters and not parameters[0].keyword_only:
+        chosen = [{parameters[0].name: value} for value in firsts if value]
+        calls = [", ".join(call_arguments(parameters, values)) for values in chosen]
+    calls += [arguments for arguments, _ in combinations(parameters)[:count]]
+    return [call for call in dict.fromkeys(calls) if not (refused and refused(call))]
 
 
 @dataclass(frozen=True)

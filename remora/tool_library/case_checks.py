@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from remora.tool_library.standard_values import STANDARD_VALUES
+from remora.tool_library.standard_values import BYTE_BUILDERS, STANDARD_VALUES
 
 
 def code_name(name: object) -> bool:
@@ -148,7 +148,7 @@ def used_names(text: str) -> list[str]:
     standard = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     found = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in standard]
     found.sort(key=lambda node: node.col_offset)
-    names = [n.id for n in found if n.id not in ("_", "slice", "bytearray", "memoryview")]
+    names = [n.id for n in found if n.id not in ("_", "slice", *BYTE_BUILDERS)]
     return [name for name in dict.fromkeys(names) if code_name(name)]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from remora.tool_library.case_checks import code_name
+from remora.tool_library.standard_values import BYTE_BUILDERS
 
 
 def describe(
@@ -68,7 +69,7 @@ def value_word(text: str) -> str:
             words = [value_word(part.strip()) for part in sliced.group(1).split(",")]
             return "slice_" + ("all" if words == ["none"] else "_".join(words))
         held = re.fullmatch(r"(?:[a-z_]\w*\.)?(\w+)\((.*)\)", text)
-        if held and held.group(1) in ("bytearray", "memoryview"):  # bytearray(b'abc'): abc
+        if held and held.group(1) in BYTE_BUILDERS:  # bytearray(b'abc'): abc
             return value_word(held.group(2) or "b''")
         if held and held.group(2) and value_word(held.group(2)) == "empty":
             return "empty"  # io.BytesIO(b'')

@@ -285,12 +285,12 @@ def result_class(
         words = re.findall(r"[A-Za-z_]\w*", ast.unparse(definition.returns))
         named = [owner if word == "Self" else word for word in words if word not in UNNAMED]
         return named[0] if len(named) == 1 and named[0] in classes else ""
+    returns = [node for node in own_nodes(definition) if isinstance(node, ast.Return)]
     made = {
         node.value.func.id if isinstance(node.value.func, ast.Name) else ""
-        for node in own_nodes(definition)
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Call)
+        for node in returns
+        if isinstance(node.value, ast.Call)
     }
-    returns = [node for node in own_nodes(definition) if isinstance(node, ast.Return)]
     if len(made) != 1 or len(returns) != sum(isinstance(r.value, ast.Call) for r in returns):
         return ""
     (name,) = made

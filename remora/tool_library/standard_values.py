@@ -55,6 +55,9 @@ STANDARD_VALUES: dict[str, list[str]] = {
     "io.BytesIO": ["io.BytesIO(b'abc')", "io.BytesIO(b'\\xff\\x01')", "io.BytesIO(b'')"],
 }  # fmt: skip
 """Values by the type's dotted name, the most ordinary first."""
+BYTE_BUILDERS = ("bytearray", "memoryview")
+"""The builtins an argument of bytes may be built with besides the types above: of one bytes
+literal (a bytearray also of a list of integers; test_cases.check_value), no import."""
 STREAMS = {"BinaryIO": "io.BytesIO", "IO[bytes]": "io.BytesIO", "TextIO": "io.StringIO",
            "IO[str]": "io.StringIO"}  # fmt: skip
 """typing's stream annotations, by the stream a test builds for them."""

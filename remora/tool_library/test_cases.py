@@ -17,10 +17,8 @@ import functools
 from typing import Any
 
 from remora.tool_library import class_shapes
-from remora.tool_library.standard_values import STANDARD_VALUES
+from remora.tool_library.standard_values import BYTE_BUILDERS, STANDARD_VALUES
 
-BYTE_BUILDERS = {"bytearray": " or list of integers below 256", "memoryview": ""}
-"""The built-ins of bytes an argument may be built with, and what else the one takes."""
 MAX_CASE_LENGTH = 500
 """Characters of one case: parsing stays cheap, and longer values make unreadable tests."""
 MAX_NODES = 200
@@ -39,9 +37,9 @@ only exceptions derived from Exception)."""
 
 ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
-    "sets or dicts of them, slice(...) of integers, bytearray(...) and memoryview(...) of bytes, "
-    "constructors of "
-    "the module's classes, the module's functions by name, or "
+    "sets or dicts of them, slice(...) of integers, "
+    + " and ".join(f"{builder}(...)" for builder in BYTE_BUILDERS)
+    + " of bytes, constructors of the module's classes, the module's functions by name, or "
     + ", ".join(f"{dotted}(...)" for dotted in STANDARD_VALUES)
     + " of literals"
 )
@@ -286,7 +284,8 @@ def check_value(
     if isinstance(node, ast.Call) and builder in BYTE_BUILDERS and builder not in classes:
         # The built-ins, for bytes a function changes, returns or reads through a view: of a
         # bytes literal (a bytearray also of a list of integers below 256).
-        wrong = f"{builder}(...) takes one bytes literal" + BYTE_BUILDERS[builder]
+        lists = " or list of integers below 256" if builder == "bytearray" else ""
+        wrong = f"{builder}(...) takes one bytes literal{lists}"
         if node.keywords or len(node.args) > 1:
             raise ValueError(wrong)
         for part in node.args:
