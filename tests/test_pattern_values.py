@@ -91,6 +91,9 @@ def test_text_is_made_only_for_patterns_it_can_be_made_for() -> None:
     assert matching(r"#[0-9a-f]{6}", 0) == ("#000000",)  # the simplest, and it is 7 long
     assert matching("(", 0) == ()  # not a pattern
     assert matching("a" * 201, 0) == ()  # too long to be one format
+    # Short, but its shortest match is a billion characters: nothing is built.
+    assert matching("((a{1000}){1000}){1000}", 0) == ()
+    assert matching("a{64}", 0) == ("a" * 64,) and matching("a{65}", 0) == ()
     assert matching(r"(a|b)\1", 0) == ("aa",)  # a backreference, satisfied; none of 5
     assert matching(r"\d+", 0) == ("00000",)  # its simplest, one character, shows no format
     assert matching(r"\s+", 0) == ()  # nor do spaces

@@ -8,7 +8,7 @@ matches in full, made by hypothesis's `from_regex` (the simplest one, shrunk, an
 of five characters or more: `'{0}'`, `'{000}'`), printable ASCII only; not text of one character
 or none, or only spaces, which shows no format. The pattern is compiled,
 never run on anything here but what hypothesis makes of it; patterns over MAX_PATTERN
-characters are left alone.
+characters, or whose shortest match is over MAX_TEXT, are left alone.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from remora.tool_library.code_literals import compared_literals
 
 MAX_PATTERN = 200
 """Characters of a pattern worth making text for (longer ones are rarely one format)."""
+MAX_TEXT = 64
+"""Characters of the shortest text a pattern matches, at most, for it to be given."""
 READ_FIRST = frozenset({"match", "fullmatch", "search", "finditer", "findall", "split"})
 """A compiled pattern's methods whose first argument is the text read (`sub`'s is second)."""
 READ_SECOND = frozenset({"sub", "subn"})
@@ -128,7 +130,13 @@ def matching(text: str, flags: int) -> tuple[str, ...]:
         return ()
     try:
         pattern = re.compile(text, flags)
-    except (re.error, ValueError, TypeError, OverflowError, RecursionError):
+        # The shortest text it matches, from the parse `re` compiled: a short pattern can ask
+        # for a billion characters (`((a{1000}){1000}){1000}`), which no test holds and a
+        # repository must not make the host build.
+        shortest = re._parser.parse(text, flags).getwidth()[0]  # type: ignore[attr-defined]
+    except (re.error, ValueError, TypeError, OverflowError, RecursionError, AttributeError):
+        return ()
+    if shortest > MAX_TEXT:
         return ()
     from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis.errors import HypothesisException
