@@ -137,7 +137,8 @@ def test_a_call_that_changes_module_state_is_never_pinned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every call of add_rule appends to the module's RULES, which other tests see: none is
-    pinned and the job ends not done naming the state; the pure function beside it is tested."""
+    pinned, the model is not asked, and the job ends not done naming the state; the pure
+    function beside it is tested."""
     project = make_project(
         tmp_path,
         {
@@ -149,10 +150,14 @@ def test_a_call_that_changes_module_state_is_never_pinned(
             "    return rule.strip().lower()\n"
         },
     )
-    results = analyze(project, "pkg/rules.py", capsys, monkeypatch)
+    proposals = {"add_rule": ["'other')", "'x')"]}
+    results = analyze(project, "pkg/rules.py", capsys, monkeypatch, proposals=proposals)
 
     message = not_done(results["add_rule"])
     assert "every call that could be pinned changes state other tests see (RULES)" in message
+    # A call went through and changed the state: other arguments change it too, so the model,
+    # which has calls to propose, is not asked for any.
+    assert results["add_rule"]["usage"]["requests"] == 0
     assert not (project / "tests" / "test_rules_add_rule.py").exists()
     text = written(results["normalize"], "tests/test_rules_normalize.py", project)
     # Calls that only return a value are rows of one parametrized test.
@@ -1308,3 +1313,27 @@ def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) ->
     chosen = select_calls([candidate("")], runs, [], "pkg.draws", "coin")
     assert chosen["chosen"] == []
     assert chosen["dropped"] == ["coin(): returns what random numbers or the clock give"]
+
+
+def test_the_model_is_not_asked_when_what_a_call_returns_is_the_obstacle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`open_handle` returns a Handle whose state is all private: the calls built from its
+    signature go through and return nothing a test can hold, and other arguments would return
+    another such Handle, so the model (which has calls to propose) is not asked. Where a call
+    was pinned and a branch is left, it is (test_type_errors_are_pinned_only_where_...)."""
+    project = make_project(
+        tmp_path,
+        {
+            "handles": "class Handle:\n"
+            "    def __init__(self, path):\n"
+            "        self._path = path\n\n\n"
+            "def open_handle(path: str) -> Handle:\n"
+            "    return Handle(path)\n"
+        },
+    )
+    proposals = {"open_handle": ["'/tmp/x')", "'')"]}
+    results = analyze(project, "pkg/handles.py", capsys, monkeypatch, proposals=proposals)
+
+    assert "no call of open_handle could be pinned" in not_done(results["open_handle"])
+    assert results["open_handle"]["usage"]["requests"] == 0

@@ -24,6 +24,7 @@ from remora.bundled_agents.docstring.library.doctest_section import (
     doctest_examples,
     examples_section,
 )
+from remora.bundled_agents.docstring.library.drafting import Drafter
 from remora.bundled_agents.docstring.library.rank import (
     contradiction,
     f1,
@@ -35,7 +36,7 @@ from remora.bundled_agents.docstring.library.rank import (
 from remora.bundled_agents.docstring.library.retrieval import BUNDLED, nearest_examples
 from remora.cli.main import main
 from remora.models.scripted.server import Reply, ScriptedModelServer, tool_call
-from remora.protocol.completion import CompletionRequest, parse_completion
+from remora.protocol.completion import CompletionRequest, cut_at_stop, parse_completion
 
 REPO = Path(__file__).parent.parent
 HAVE_ENGINE = all(
@@ -302,6 +303,45 @@ def test_a_sentence_that_says_nothing_or_nothing_of_this_code_is_refused(
     }
     ranked = rank_drafts(["The first character of the text."], facts, "parameter price")
     assert "not grounded" in str(ranked[0]["refused"])
+
+
+def test_a_draft_is_not_decoded_past_its_first_sentence() -> None:
+    """Only a draft's first sentence is kept, so the model stops there: a batch of drafts
+    decodes until its longest row stops, and a sampled row runs on for lines."""
+    continuations = [
+        "Return the total price. It sums the items\nand applies the discount.\n\nArgs:",
+        "Return the total\n    price of the order.\n    Then round it.",
+        "Sum the prices.",
+    ]
+    decoded: list[str] = []
+
+    async def model(
+        prompt: str, stop: list[str] | None, max_tokens: int, temperatures: list[float]
+    ) -> list[str]:
+        """A server: each continuation ends before the first stop string it reaches."""
+        texts = [cut_at_stop(text, stop or [])[0] for text in continuations]
+        decoded.extend(texts)
+        return texts[: len(temperatures)]
+
+    async def unused(prompt: str, text: str) -> dict[str, Any]:
+        raise AssertionError("no score asked for")
+
+    drafter = Drafter(model, unused, {})
+    problems: list[str] = []
+    drafts = asyncio.run(
+        drafter.drafts("def total(items):\n    '''", [0.0, 0.7, 1.0], problems, "s")
+    )
+    assert drafts == [
+        "Return the total price.",
+        "Return the total price of the order.",
+        "Sum the prices.",
+    ]
+    assert decoded == [
+        "Return the total price",
+        "Return the total\n    price of the order",
+        "Sum the prices.",
+    ]
+    assert problems == []
 
 
 def test_the_projects_own_sentence_for_a_parameter_name_comes_first(

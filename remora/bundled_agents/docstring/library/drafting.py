@@ -26,6 +26,10 @@ QUOTES = ['"' * 3, "'" * 3]
 MIN_GROUNDING = 0.6
 """A parameter or result sentence needs most of its words in the code."""
 
+SENTENCE_ENDS = [". ", ".\n"]
+"""Where a draft stops: `sentence` keeps the words before the first of these, so decoding on
+after one (a batch of drafts runs until its longest row stops) is time for nothing. "? " and
+"! " are left out: `sentence` keeps their mark, which the stop would drop."""
 CompleteDrafts = Callable[[str, list[str] | None, int, list[float]], Awaitable[list[str]]]
 ScoreText = Callable[[str, str], Awaitable[dict[str, Any]]]
 Verdict = dict[str, Any]
@@ -137,7 +141,9 @@ class Drafter:
         if not temperatures:
             return []
         try:
-            asked = await self.complete_drafts(prompt, [*QUOTES, stop], 40, temperatures)
+            asked = await self.complete_drafts(
+                prompt, [*QUOTES, stop, *SENTENCE_ENDS], 40, temperatures
+            )
         except Exception as error:
             said = str(error) or type(error).__name__
             problems.append(what + ": the model could not be asked (" + said + ")")
