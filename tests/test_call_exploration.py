@@ -1081,8 +1081,9 @@ def test_bytes_and_streams_are_given_and_returned_bytearrays_pinned(
     assert "(bytearray(b'abc'), 294)," in text
     text = written(results["_Varint.read"], "tests/test_varints__Varint_read.py", project)
     assert "import io\n" in text and "(io.BytesIO(b'\\xff\\x01'), 127)," in text
-    raising = "def test_varint_read_stream_empty_raises_eoferror():\n    varint = _Varint()\n"
-    raising += "    with pytest.raises(EOFError):\n        varint.read(io.BytesIO(b''))"
+    # Static methods are called on the class, as code calls them.
+    raising = "def test_varint_read_stream_empty_raises_eoferror():\n"
+    raising += "    with pytest.raises(EOFError):\n        _Varint.read(io.BytesIO(b''))"
     assert raising in text
     text = written(results["words"], "tests/test_varints_words.py", project)
     assert "(io.StringIO('line one\\nline two\\n'), 4)," in text
@@ -1337,3 +1338,45 @@ def test_the_model_is_not_asked_when_what_a_call_returns_is_the_obstacle(
 
     assert "no call of open_handle could be pinned" in not_done(results["open_handle"])
     assert results["open_handle"]["usage"]["requests"] == 0
+
+
+COLORS = """\
+from typing import NamedTuple
+
+
+class Color(NamedTuple):
+    name: str
+    triplet: tuple
+
+    @classmethod
+    def from_rgb(cls, red: int, green: int, blue: int) -> "Color":
+        if not 0 <= red <= 255:
+            raise ValueError("red out of range")
+        return cls(f"#{red:02x}{green:02x}{blue:02x}", (red, green, blue))
+
+    @staticmethod
+    def clamp(value: int) -> int:
+        return max(0, min(255, value))
+"""
+
+
+def test_class_and_static_methods_are_called_on_the_class(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Color.from_rgb(...)` and `Color.clamp(...)` read no instance: they are called on the
+    class, as code calls them, and the allow-list takes that form for them (not for a plain
+    method, whose case is `Color(...).method(...)`)."""
+    project = make_project(tmp_path, {"colors": COLORS})
+    results = analyze(project, "pkg/colors.py", capsys, monkeypatch)
+
+    text = written(results["Color.from_rgb"], "tests/test_colors_Color_from_rgb.py", project)
+    assert "    assert Color.from_rgb(red, green, blue) == expected\n" in text
+    assert "Color(name='#000a00', triplet=(0, 10, 0))" in text
+    assert "        Color.from_rgb(-1, " in text  # under pytest.raises(ValueError, ...)
+    assert "color = " not in text
+    clamp = written(results["Color.clamp"], "tests/test_colors_Color_clamp.py", project)
+    assert "    assert Color.clamp(value) == expected\n" in clamp
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+    with pytest.raises(ValueError, match=r"one call Color\.from_rgb"):
+        parse_test_case("Color('a', (1, 2, 3)).from_rgb(1, 2, 3)", "Color.from_rgb", COLORS)
+    assert parse_test_case("Color.clamp(300) == 255", "Color.clamp", COLORS)["kind"] == "equals"

@@ -49,6 +49,7 @@ from remora.tool_library.parameter_values import (
 )
 from remora.tool_library.pattern_values import Pattern, module_patterns
 from remora.tool_library.standard_values import imported_names
+from remora.tool_library.test_cases import class_bound
 
 MAX_CANDIDATES = 48
 """Calls probed per target: each costs a forked child in two probe runs."""
@@ -129,7 +130,11 @@ def candidate_calls(
     factory.callables = lambda init, cls, found: refusal(init, cls, found, tree)
     factory.patterns = module.patterns
     instances: list[str | None] = [None]
-    if owner:
+    if owner and target in class_bound(source):
+        # Called on the class, as code calls it: an instance (which may not be buildable) adds
+        # nothing a class- or static method reads.
+        instances = [owner]
+    elif owner:
         instances = list(factory.instances(owner)) or [f"{owner}()"]
         # A subclass's instance (the owner is abstract) only where it inherits the method:
         # an override's test would be no test of this code.

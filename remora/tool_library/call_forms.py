@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from remora.tool_library.case_checks import code_name
+from remora.tool_library.case_names import instance_variable
 
 PROTOCOL = {
     "__len__": "len({0})",
@@ -102,6 +103,17 @@ def writable_step(step: Sequence[Any]) -> bool:
     except SyntaxError:
         return False
     return isinstance(node, ast.Call) and all(code_name(k.arg) for k in node.keywords)
+
+
+def receiver(owner: str, candidate: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """What a method's test calls it on, and the lines that build that first: the class
+    itself for a class or static method (its calls' instance is the class's name), else a
+    variable holding the instance, after the calls made on it first."""
+    if candidate["instance"] == owner:
+        return owner, []
+    variable = instance_variable(owner)
+    built = [f"    {variable} = {candidate['instance']}", *setup_lines(variable, candidate)]
+    return variable, built
 
 
 def setup_lines(variable: str, candidate: Mapping[str, Any]) -> list[str]:

@@ -19,10 +19,13 @@ def constructor_prompt(source: str, owner: str) -> str:
 
 def call_prompt(source: str, owner: str, name: str, instance: str | None = None) -> str:
     """The prompt for a call's arguments: the code under test, then a test's first lines up to
-    the call's opening parenthesis; for a method, after `instance` (e.g. `Owner(1, 2)`)."""
+    the call's opening parenthesis; for a method, after `instance` (e.g. `Owner(1, 2)`; the
+    class's own name for a class or static method, called on the class)."""
     prompt = focused_source(source, owner, name).rstrip() + "\n\n\n"
     if not owner:
         return f"{prompt}def test_{name}():\n    result = {name}("
+    if instance == owner:  # a class or static method, called on the class
+        return f"{prompt}def test_{name}():\n    result = {owner}.{name}("
     variable = _variable(owner)
     opening = f"{prompt}def test_{name}():\n    {variable} = {instance or owner + '()'}\n"
     return opening + f"    result = {variable}.{name}("

@@ -21,7 +21,7 @@ from remora.tool_library.call_forms import (
     is_operator,
     method_call,
     negated,
-    setup_lines,
+    receiver,
     source_of,
     steps_of,
     writable_step,
@@ -193,8 +193,8 @@ def render_table(
     arguments = [*columns[:positional], *(f"{n}={column}" for n, column in keywords)]
     call = f"{method}({', '.join(arguments)})"
     if owner:
-        lines.append(f"    {variable} = {first['instance']}")
-        lines += setup_lines(variable, first)
+        variable, built = receiver(owner, first)
+        lines += built
         call = method_call(variable, method, arguments)
     if rows[0]["seen"].get("generator") and not call.startswith("list("):
         call = f"list({call})"
@@ -249,9 +249,8 @@ def render_one(
         else:
             arguments.append(f"{named.arg}={source_of(candidate['arguments'], named.value)}")
     if owner:
-        variable = instance_variable(owner)
-        lines.append(f"    {variable} = {candidate['instance']}")
-        lines += setup_lines(variable, candidate)
+        variable, built = receiver(owner, candidate)
+        lines += built
         call = method_call(variable, method, arguments)
     else:
         call = f"{method}({', '.join(arguments)})"

@@ -25,7 +25,7 @@ from remora.tool_library.calls import Draft, continued_arguments
 from remora.tool_library.case_checks import writable
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.parameter_values import parameters_of
-from remora.tool_library.test_cases import parse_test_case
+from remora.tool_library.test_cases import class_bound, parse_test_case
 
 PROBE_SCRIPT = Path(__file__).with_name("call_probe.py")
 """Copied into each probe command's throwaway folder and run there."""
@@ -214,7 +214,9 @@ async def model_proposals(
         return [], []
     constructors: list[str] = []
     instance = None
-    if owner:
+    if f"{owner}.{name}" in class_bound(source):
+        instance = owner  # called on the class: no instance to build
+    elif owner:
         opening = constructor_prompt(source, owner)
         constructors = await continued_arguments(opening, draft, temperatures[:2])
         instance = f"{owner}({constructors[0]})" if constructors else f"{owner}()"

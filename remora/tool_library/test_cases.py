@@ -116,7 +116,17 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
         if len(body.ops) != 1 or not isinstance(body.ops[0], ast.Eq):
             raise ValueError(f"compare the call with one '==': {function}(...) == expected")
         call, expected = body.left, body.comparators[0]
-    if owner:
+    if owner and function in class_bound(source):
+        # A class- or static method is called on the class itself, by its name.
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == method
+            and is_name(call.func.value, owner)
+        ):
+            raise ValueError(f"the case must be one call {owner}.{method}(...)")
+        names = [owner]
+    elif owner:
         # A method is called on an instance built by the class's constructor (or by one of
         # its subclasses in the module: an abstract class is never built itself), in one case.
         receivers = {owner} | subclasses(source, owner)
@@ -192,6 +202,22 @@ def module_definitions(source: str) -> tuple[frozenset[str], frozenset[str]]:
     )
     classes = frozenset(node.name for node in tree.body if isinstance(node, ast.ClassDef))
     return functions, classes
+
+
+@functools.lru_cache(maxsize=32)
+def class_bound(source: str) -> frozenset[str]:
+    """The class and static methods of `source`'s top-level classes, as "Class.method"."""
+    tree = ast.parse(source)
+    return frozenset(
+        f"{node.name}.{member.name}"
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        for member in node.body
+        if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and any(
+            is_name(d, "classmethod") or is_name(d, "staticmethod") for d in member.decorator_list
+        )
+    )
 
 
 @functools.lru_cache(maxsize=32)
