@@ -698,4 +698,6 @@ def test_recorded_drafts_say_which_the_tool_kept(
     assert all(turn.kind == "completion" for turn in job.turns)
     drafts = {turn.kept_part().strip(): turn.kept for turn in job.turns}
     assert drafts["return round(price, 2)"] is False
-    assert drafts["Summary of discounted."] is True
+    # Drafting stops at the end of the first sentence, its full stop with it (the tool
+    # writes it back): that is the recorded text.
+    assert drafts["Summary of discounted"] is True

@@ -34,7 +34,7 @@ from remora.bundled_agents.docstring.library.lint import (
 )
 from remora.bundled_agents.docstring.library.parse import parse_docstring
 from remora.bundled_agents.docstring.library.render import keep_layout, render_docstring
-from remora.bundled_agents.docstring.library.retrieval import nearest_examples
+from remora.bundled_agents.docstring.library.retrieval import EXAMPLES, nearest_examples
 from remora.bundled_agents.docstring.library.source_compare import compare_python
 from remora.findings.results import ErrorCode
 from remora.host.context import HostContext
@@ -108,7 +108,7 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         new = [finding for finding in after["findings"] if finding["rule"] not in old]
         return {"fixed": list(dict.fromkeys(fixed)), "new": new, "after": after}
 
-    def docstring_examples(source: str, line: int, limit: int = 3) -> dict[str, Any]:
+    def docstring_examples(source: str, line: int, limit: int = EXAMPLES) -> dict[str, Any]:
         project = project_of(node.file, host.file_exists)
         sources = python_sources(project, "", host.workspace.list_dir, host.project_text)
         sources.pop(node.file, None)

@@ -69,7 +69,7 @@ def docstring_skip_reason(check: dict[str, Any], include_private: bool = False) 
     own skip_reason), or None."""
 
 # The docstring agent's reading of the code (tree-sitter on the host) and its judgement of drafts.
-def docstring_examples(source: str, line: int, limit: int = 3) -> dict[str, Any]:
+def docstring_examples(source: str, line: int, limit: int = 2) -> dict[str, Any]:
     """The documented definitions most like the one starting on `line` of `source` (the node's
     file): from the same module, then its folder, then the project (name words, the same
     class, shared callees and parameter names), else the bundled toolz examples. examples
