@@ -162,7 +162,7 @@ def candidate_calls(
     refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
     calls = combinations(parameters)
     sequenced = []
-    if owner and instances[0] is not None:  # the method on an instance other calls filled
+    if owner and instances[0] not in (None, owner):  # on an instance other calls filled
         shared = parameters[0].pool[0] if parameters and parameters[0].pool else None
         found_setups = setups(classes[owner], name, shared, module, factory)
         for setup in found_setups[:4]:
