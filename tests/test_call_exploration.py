@@ -691,6 +691,26 @@ def test_selection_drops_state_changes_and_calls_that_do_not_repeat() -> None:
     assert len(chosen["dropped"]) == 2
 
 
+def test_a_call_that_returns_none_whatever_it_is_given_is_no_test() -> None:
+    """`set_hue(3)` returns None for every argument and changes nothing a test can see (the
+    state is private): `assert ... is None` would pass whatever the method did, so nothing is
+    chosen. Where another argument returns something else, None is a result worth pinning;
+    where the call changed an argument or the instance, that is asserted beside it."""
+    candidates = [candidate("3"), candidate("0"), candidate("-1")]
+    nothing = [observation(value="None", type="NoneType", arcs=[[1, n]]) for n in (2, 3, 4)]
+    chosen = select_calls(candidates, [nothing, nothing], [], "pkg.m", "set_hue")
+    assert chosen["chosen"] == []
+    assert chosen["dropped"] == [
+        "set_hue(3): every call returned None and changed nothing a test can see"
+    ]
+    other = [*nothing[:2], observation(value="5", arcs=[[1, 4]])]
+    chosen = select_calls(candidates, [other, other], [], "pkg.m", "parse")
+    assert sorted(item["seen"]["value"] for item in chosen["chosen"]) == ["5", "None", "None"]
+    changed = [observation(value="None", instance={"hue": "3"}, arcs=[[1, 2]])]
+    chosen = select_calls(candidates[:1], [changed, changed], [], "pkg.m", "set_hue")
+    assert len(chosen["chosen"]) == 1
+
+
 def test_selection_keeps_one_case_per_raise_site_and_no_contradiction_errors() -> None:
     candidates = [
         candidate("1"),

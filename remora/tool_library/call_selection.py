@@ -80,12 +80,25 @@ def select_calls(
         if assertable(first, module_classes, module_name):
             usable.append((candidate, first))
     chosen = cover(usable)
+    if chosen and all(unseen(seen) for _, seen in chosen):
+        returned = [run[index] for run in runs[:1] for index in range(len(candidates))]
+        if all(unseen(seen) for seen in returned if seen.get("outcome") == "returned"):
+            # `assert color.set_hue(3) is None` for every argument: a test of nothing.
+            why = "every call returned None and changed nothing a test can see"
+            dropped.append(f"{call_text(chosen[0][0], target)}: {why}")
+            chosen = []
     return {
         "chosen": [{"candidate": dict(c), "seen": dict(s)} for c, s in chosen],
         "dropped": dropped,
         "state": state,
         "tried": len(candidates),
     }
+
+
+def unseen(seen: Mapping[str, Any]) -> bool:
+    """A call that returned None and left nothing else to assert."""
+    quiet = not (seen.get("attributes") or seen.get("mutated") or seen.get("instance"))
+    return seen.get("outcome") == "returned" and seen.get("value") == "None" and quiet
 
 
 def stable(seen: Mapping[str, Any]) -> tuple[Any, ...]:
