@@ -80,13 +80,12 @@ def select_calls(
         if assertable(first, module_classes, module_name):
             usable.append((candidate, first))
     chosen = cover(usable)
-    if chosen and all(unseen(seen) for _, seen in chosen):
-        returned = [run[index] for run in runs[:1] for index in range(len(candidates))]
-        if all(unseen(seen) for seen in returned if seen.get("outcome") == "returned"):
-            # `assert color.set_hue(3) is None` for every argument: a test of nothing.
-            why = "every call returned None and changed nothing a test can see"
-            dropped.append(f"{call_text(chosen[0][0], target)}: {why}")
-            chosen = []
+    # `assert color.set_hue(3) is None` when every call returned None: a test of nothing.
+    returned = [seen for seen in runs[0] if seen.get("outcome") == "returned"] if runs else []
+    if chosen and all(unseen(seen) for _, seen in chosen) and all(map(unseen, returned)):
+        why = "every call returned None and changed nothing a test can see"
+        dropped.append(f"{call_text(chosen[0][0], target)}: {why}")
+        chosen = []
     return {
         "chosen": [{"candidate": dict(c), "seen": dict(s)} for c, s in chosen],
         "dropped": dropped,
