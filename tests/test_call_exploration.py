@@ -1276,6 +1276,43 @@ def test_setups_are_the_mutators_that_take_arguments_then_one_that_finishes() ->
     assert not allowed(forged, "KeywordTree.search", KEYWORDS)
 
 
+RECENT = """class Recent:
+    def __init__(self, size: int = 2):
+        self.size = size
+        self.table = {}
+
+    def __setitem__(self, key, value):
+        if len(self.table) >= self.size:
+            del self.table[next(iter(self.table))]
+        self.table[key] = value
+
+    def get(self, key, default=None):
+        if key not in self.table:
+            return default
+        return self.table[key]
+
+    def clear(self):
+        self.table.clear()
+"""
+
+
+def test_a_container_that_is_not_a_dict_is_filled_by_item_assignment_before_it_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache read on an empty instance gives only its default: `recent['abc'] = ...` first
+    (the key the reader is then asked for), written as code fills it, reaches the stored value."""
+    calls = candidate_calls(RECENT, "Recent.get")
+    setups = {c.setup for c in calls if c.origin == "sequence"}
+    assert setups == {(("__setitem__", "'abc', 3"),)}
+    assert allowed(next(c for c in calls if c.setup), "Recent.get", RECENT)
+
+    project = make_project(tmp_path, {"recent": RECENT})
+    results = analyze(project, "pkg/recent.py", capsys, monkeypatch)
+    text = written(results["Recent.get"], "tests/test_recent_Recent_get.py", project)
+    assert "    recent['abc'] = 3\n" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
 def test_a_parameter_typed_by_a_typevar_bound_to_a_callable_gets_no_literal() -> None:
     source = (
         "import typing as t\n\n"

@@ -240,10 +240,14 @@ def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
     attributes (`self.count += 1`, `self.items[key] = value`) or grow one it holds
     (`self.receivers.append(...)`, `self._words.add(...)`), those taking arguments first (they
     add, where one without finishes: `finalize()`). Properties, static and class methods are
-    left out; a test calls these on the instance before the method it tests."""
+    left out; a test calls these on the instance before the method it tests. Of the special
+    methods only `__setitem__`: a container that is not a dict (a cache, a registry) is filled
+    by `store[key] = value` before its readers (`get`, `peek`, `pop`) are asked for the key."""
     found: list[ast.FunctionDef] = []
     for method in node.body:
-        if not isinstance(method, ast.FunctionDef) or method.name.startswith("_"):
+        if not isinstance(method, ast.FunctionDef):
+            continue
+        if method.name.startswith("_") and method.name != "__setitem__":
             continue
         names = {ast.unparse(d).rsplit(".", 1)[-1] for d in method.decorator_list}
         if names & NOT_MUTATORS or not method.args.args:
