@@ -25,8 +25,8 @@ from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.tool_library.call_candidates import Candidate, candidate_calls
 from remora.tool_library.call_forms import is_operator, negated
 from remora.tool_library.call_selection import select_calls
-from remora.tool_library.case_checks import standard_imports, used_names
-from remora.tool_library.case_render import pattern_literal, render_tests
+from remora.tool_library.case_checks import pattern_literal, standard_imports, used_names
+from remora.tool_library.case_render import render_tests
 from remora.tool_library.characterize import allowed, branches_left
 from remora.tool_library.class_shapes import abstract, inherited_init, overrides
 from remora.tool_library.doctest_examples import example_trees
@@ -517,6 +517,31 @@ def test_usage_shown_as_code_lines_in_a_docstring_gives_candidates_too() -> None
     found = candidate_calls(source, "Plurals.plural")
     doctests = [c.arguments for c in found if c.origin == "doctest"]
     assert doctests == ["'apple'", "'person', count=2"]
+
+
+def test_names_an_example_bound_before_the_call_are_read_as_their_values() -> None:
+    """`>>> argv = [...]` then `>>> parse(spec, argv)`: the call made is of those values, and
+    a value written over several lines without `...` (doctest reads its lines as expected
+    output) is the statement it was meant to be."""
+    source = (
+        "def parse(spec, argv):\n"
+        '    """Match argv against a spec.\n\n'
+        "    >>> spec = '''\n"
+        "    Usage: prog <name>\n\n"
+        "    Options: -v\n"
+        "    '''\n"
+        "    >>> argv = ['ann']\n"
+        "    >>> parse(spec, argv)\n"
+        "    {'<name>': 'ann'}\n"
+        "    >>> argv = sorted(argv)\n"
+        "    >>> parse(spec, argv)\n"
+        '    """\n'
+        "    return {}\n"
+    )
+    found = candidate_calls(source, "parse")
+    doctests = [c.arguments for c in found if c.origin == "doctest"]
+    # Rebound to something that is no value: that call is not a plain one, and not taken.
+    assert doctests == ["'\\nUsage: prog <name>\\n\\nOptions: -v\\n', ['ann']"]
 
 
 def test_candidates_for_a_method_are_called_on_instances() -> None:
@@ -1310,6 +1335,42 @@ def test_a_container_that_is_not_a_dict_is_filled_by_item_assignment_before_it_i
     results = analyze(project, "pkg/recent.py", capsys, monkeypatch)
     text = written(results["Recent.get"], "tests/test_recent_Recent_get.py", project)
     assert "    recent['abc'] = 3\n" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+USAGE = """class Usage(Exception):
+    text = ""
+
+    def __init__(self, message=""):
+        super().__init__(message + ": " + self.text)
+
+
+class Options(dict):
+    def __repr__(self):
+        return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in sorted(self.items())) + "}"
+
+
+def parse(spec: str, words: list):
+    Usage.text = spec
+    if not spec.startswith("usage:"):
+        raise Usage("not a usage")
+    return Options((word, True) for word in words)
+"""
+
+
+def test_a_class_attribute_the_call_sets_is_put_back_after_the_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`parse` sets `Usage.text` before it reads it: other tests would see it, so the test
+    hands it to pytest's monkeypatch, which puts it back. What it returns, a dict subclass whose
+    repr is a dict's, is compared with the dict."""
+    project = make_project(tmp_path, {"usage": USAGE})
+    results = analyze(project, "pkg/usage.py", capsys, monkeypatch)
+    text = written(results["parse"], "tests/test_usage_parse.py", project)
+    assert "    monkeypatch.setattr(Usage, 'text', Usage.text)\n" in text, text
+    assert "(monkeypatch):\n    # parse sets Usage.text: monkeypatch puts it back" in text
+    assert "        ('usage:', [1, 2, 3], {1: True, 2: True, 3: True}),\n" in text
+    assert "def test_parse(spec, words, expected, monkeypatch):\n" in text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 

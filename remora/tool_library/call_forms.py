@@ -158,3 +158,17 @@ def source_of(text: str, node: ast.expr) -> str:
     """The node's own text in the candidate (the proposer's quoting), else unparsed."""
     segment = ast.get_source_segment(f"_({text})", node)
     return segment if segment is not None else ast.unparse(node)
+
+
+def restoring(keys: Sequence[str], function: str) -> tuple[str, list[str], list[str]]:
+    """For the class attributes a call sets ("Class.attr": the probe's `restored`): the test's
+    parameter (pytest's `monkeypatch` fixture, which puts each back after the test, so no other
+    test sees it), the lines that hand them to it, and the classes those lines name."""
+    if not keys:
+        return "", [], []
+    pairs = [str(key).split(".", 1) for key in keys]
+    lines = [f"    # {function} sets {', '.join(keys)}: monkeypatch puts it back after the test."]
+    lines += [
+        f"    monkeypatch.setattr({owner}, {name!r}, {owner}.{name})" for owner, name in pairs
+    ]
+    return "monkeypatch", lines, list(dict.fromkeys(owner for owner, _ in pairs))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import keyword
+import re
 import unicodedata
 from collections.abc import Mapping
 from typing import Any
@@ -169,3 +170,14 @@ def standard_imports(text: str) -> list[str]:
 
 STANDARD_MODULES = frozenset(dotted.split(".")[0] for dotted in STANDARD_VALUES)
 """The modules of the standard value types an argument may be built with."""
+
+
+def pattern_literal(message: str) -> str:
+    """A string literal of a regular expression matching `message` literally, escaping only
+    what regular expressions give a meaning (re.escape also escapes spaces and dashes, which
+    makes the message unreadable); raw when it needs a backslash and can be one."""
+    pattern = re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", message)
+    raw = "\\" in pattern and "'" not in pattern and not pattern.endswith("\\")
+    if raw and pattern.isprintable():
+        return f"r'{pattern}'"
+    return repr(pattern)

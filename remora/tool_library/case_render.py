@@ -22,6 +22,7 @@ from remora.tool_library.call_forms import (
     method_call,
     negated,
     receiver,
+    restoring,
     source_of,
     steps_of,
     writable_step,
@@ -30,6 +31,7 @@ from remora.tool_library.case_checks import (
     STANDARD_MODULES,
     VALUE_IMPORTS,
     code_name,
+    pattern_literal,
     standard_imports,
     used_names,
     writable,
@@ -68,6 +70,9 @@ def render_tests(
         {"candidate": item["candidate"], "seen": writable(item["seen"])}
         for item in chosen
         if all(writable_step(step) for step in steps_of(item["candidate"]))
+        and all(
+            code_name(part) for key in item["seen"].get("restored") or [] for part in key.split(".")
+        )
     ]
     reference = base or next(
         (item["candidate"] for item in chosen if item["seen"].get("outcome") == "returned"),
@@ -175,7 +180,11 @@ def render_table(
     # A column named like something the test body uses (leb128's `i = _I()` and its `i`
     # parameter, a `uuid` parameter and `import uuid`) would hide it: it takes a suffix.
     variable = instance_variable(owner) if owner else ""
+    restored = [key for row in rows for key in row["seen"].get("restored") or []]
+    parameter, restore, restored_names = restoring(list(dict.fromkeys(restored)), method)
+    used += restored_names
     taken = {variable, method, "pytest", "expected", *used, *(i.split()[-1] for i in imports)}
+    taken.add("monkeypatch")
     columns = [f"{n}_value" if n in taken else n for n in names]
     head = ast.parse(f"_({first['arguments']})", mode="eval").body
     positional = len(head.args) if isinstance(head, ast.Call) else 0
@@ -188,7 +197,9 @@ def render_table(
         values = [source_of(text, arg) for arg in node.args]
         values += [source_of(text, keyword.value) for keyword in node.keywords]
         lines.append(f"        ({', '.join([*values, str(row['seen']['value'])])}),")
-    lines += ["    ],", ")", f"def {name}({', '.join([*columns, 'expected'])}):"]
+    fixtures = [parameter] if parameter else []
+    lines += ["    ],", ")", f"def {name}({', '.join([*columns, 'expected', *fixtures])}):"]
+    lines += restore
     keywords = zip(names[positional:], columns[positional:], strict=True)
     arguments = [*columns[:positional], *(f"{n}={column}" for n, column in keywords)]
     call = f"{method}({', '.join(arguments)})"
@@ -223,8 +234,8 @@ def render_one(
 ) -> dict[str, Any] | None:
     """One call's test (`seen` is `writable`), or None where a keyword argument's name is no
     `code_name` (`**{...}`): the call cannot be written."""
-    lines = [f"def {name}():"]
-    names: list[str] = []
+    parameter, restore, names = restoring(seen.get("restored") or [], method)
+    lines = [f"def {name}({parameter}):", *restore]
     uses_pytest = False
     call_node = ast.parse(f"_({candidate['arguments']})", mode="eval").body
     assert isinstance(call_node, ast.Call)
@@ -338,17 +349,6 @@ def built_from(candidate: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     texts = [str(candidate.get("instance") or ""), *steps, str(candidate["arguments"])]
     names = [name for text in texts for name in used_names(text)]
     return names, [line for text in texts for line in standard_imports(text)]
-
-
-def pattern_literal(message: str) -> str:
-    """A string literal of a regular expression matching `message` literally, escaping only
-    what regular expressions give a meaning (re.escape also escapes spaces and dashes, which
-    makes the message unreadable); raw when it needs a backslash and can be one."""
-    pattern = re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", message)
-    raw = "\\" in pattern and "'" not in pattern and not pattern.endswith("\\")
-    if raw and pattern.isprintable():
-        return f"r'{pattern}'"
-    return repr(pattern)
 
 
 def render_module(

@@ -10,6 +10,7 @@ special methods the way code uses them (`oset[1]`, `2 in oset`, `oset == [1, 2]`
 from __future__ import annotations
 
 import ast
+import copy
 import doctest
 from collections.abc import Iterable
 
@@ -43,19 +44,81 @@ def example_trees(tree: ast.Module) -> list[Example]:
         if not docstring:
             continue
         try:
-            sources = [example.source for example in parser.get_examples(docstring)]
+            sources = [
+                parsed(example.source) or continued(docstring, example)
+                for example in parser.get_examples(docstring)
+            ]
         except ValueError:
             continue
+        bound: dict[str, ast.expr] = {}
         # Without `>>>`, usage shown as code lines (`assert p.plural('apple') == 'apples'`,
         # under "Usage:" or in a code block): each line that parses alone and calls something.
-        for source in sources or docstring.splitlines():
-            try:
-                example = ast.parse(source.strip())
-            except (SyntaxError, ValueError, MemoryError, RecursionError):
+        for example in sources or [parsed(line) for line in docstring.splitlines()]:
+            if example is None:
                 continue
+            example = Bound(bound).visit(example)
+            for statement in example.body:  # `>>> argv = ['tcp', '80']`, then `f(doc, argv)`
+                if (
+                    isinstance(statement, ast.Assign)
+                    and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name)
+                ):
+                    name = statement.targets[0].id
+                    bound.pop(name, None)
+                    if literal(statement.value):  # not an instance the next lines change
+                        bound[name] = statement.value
             if sources or any(isinstance(node, ast.Call) for node in ast.walk(example)):
                 found.append((owner, example))
     return found
+
+
+def parsed(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source.strip())
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def continued(docstring: str, example: doctest.Example) -> ast.Module | None:
+    """An example that does not parse alone, continued in the docstring's next lines up to
+    the next `>>>`: a value written over several lines without `...` (`>>> doc = \'\'\'`,
+    the usage text, `\'\'\'`), which doctest reads as expected output, up to a blank line."""
+    lines = docstring.splitlines()[example.lineno :]
+    text = example.source
+    for line in lines[1:MAX_CONTINUED]:
+        if line.lstrip().startswith(">>>"):
+            return None
+        text += line[example.indent :] + "\n"
+        found = parsed(text)
+        if found is not None:
+            return found
+    return None
+
+
+MAX_CONTINUED = 40
+"""Lines a statement of an example may continue over."""
+
+
+def literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+class Bound(ast.NodeTransformer):
+    """A docstring's names bound to literals by its earlier examples, read as those
+    values (`docopt(doc, argv)` as the call it makes), so the call's arguments are plain."""
+
+    def __init__(self, values: dict[str, ast.expr]) -> None:
+        self.values = values
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        value = self.values.get(node.id)
+        if value is None or not isinstance(node.ctx, ast.Load):
+            return node
+        return copy.deepcopy(value)
 
 
 def doctest_calls(
