@@ -28,7 +28,7 @@ from remora.tool_library.call_selection import select_calls
 from remora.tool_library.case_checks import pattern_literal, standard_imports, used_names
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.characterize import allowed, branches_left
-from remora.tool_library.class_shapes import abstract, inherited_init, overrides
+from remora.tool_library.class_shapes import abstract, inherited_init, mutators, overrides
 from remora.tool_library.doctest_examples import example_trees
 from remora.tool_library.test_cases import parse_test_case
 
@@ -1335,6 +1335,54 @@ def test_a_container_that_is_not_a_dict_is_filled_by_item_assignment_before_it_i
     results = analyze(project, "pkg/recent.py", capsys, monkeypatch)
     text = written(results["Recent.get"], "tests/test_recent_Recent_get.py", project)
     assert "    recent['abc'] = 3\n" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+TABLE = """class Table:
+    def __init__(self, width: int = 20):
+        self.width = width
+        self._rows = []
+        self._align = "<"
+
+    def set_align(self, align):
+        self._align = align
+        return self
+
+    def add_row(self, cells):
+        row = []
+        for i, cell in enumerate(cells):
+            row.append(format(cell, self._align + str(i + 1)))
+        self._rows.append(row)
+        return self
+
+    def draw(self):
+        if not self._rows:
+            return None
+        text = "\\n".join(" | ".join(row) for row in self._rows)
+        if len(text) > self.width:
+            raise ValueError("too narrow")
+        return text
+"""
+
+
+def test_a_table_is_drawn_after_a_row_was_added_on_the_plainest_instance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutator that grows what the instance holds (`add_row`) comes before the one that
+    only sets an attribute (`set_align`); a parameter the body iterates through `enumerate`
+    is given a list; and the calls made after it are also made on `Table()`, not only on the
+    first instance (built on a boundary, where what was put in may not fit)."""
+    tree = ast.parse(TABLE)
+    table = next(node for node in tree.body if isinstance(node, ast.ClassDef))
+    assert [method.name for method in mutators(table)] == ["add_row", "set_align"]
+    calls = candidate_calls(TABLE, "Table.add_row")
+    assert calls[0].arguments.startswith("["), calls[0]
+
+    project = make_project(tmp_path, {"table": TABLE})
+    results = analyze(project, "pkg/table.py", capsys, monkeypatch)
+    text = written(results["Table.draw"], "tests/test_table_Table_draw.py", project)
+    assert "    table = Table()\n    table.add_row([1, 2, 3])\n" in text, text
+    assert "    assert table.draw() == '1 | 2  | 3  '\n" in text, text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 

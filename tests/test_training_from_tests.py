@@ -146,3 +146,38 @@ def test_from_tests_is_for_the_test_agent(
     assert code == 2 and "--from-tests teaches the test agent" in err
     code = main(["train", "test", "--from-tests", ".", "--from-code", "."])
     assert code == 2 and "not both" in capsys.readouterr().err
+
+
+def test_the_prompt_shows_the_imports_of_the_names_the_code_under_test_uses() -> None:
+    """The module's docstring, then one block of only the imports the target (its class's
+    bases, `__init__` and the method) names, then the target: the other imports would be
+    prompt the engine evaluates for every completion, for nothing."""
+    source = textwrap.dedent(
+        '''
+        """Shapes."""
+        import math
+        import os.path
+        from collections import OrderedDict as Ordered
+        from decimal import Decimal
+        from typing import Any
+
+
+        class Box(Ordered):
+            def __init__(self, side: Decimal):
+                self.side = side
+
+            def grow(self, by):
+                return math.floor(self.side + by)
+
+            def save(self, path: Any):
+                return os.path.join(path, "box")
+        '''
+    ).lstrip("\n")
+    prompt = call_prompt(source, "Box", "grow", "Box(3)")
+    assert prompt.startswith(
+        '"""Shapes."""\n\n\n'
+        "import math\nfrom collections import OrderedDict as Ordered\nfrom decimal import Decimal"
+        "\n\n\nclass Box(Ordered):\n"
+    )
+    assert "os.path" not in prompt and "typing" not in prompt and "def save" not in prompt
+    assert prompt.endswith("    box = Box(3)\n    result = box.grow(")

@@ -165,8 +165,14 @@ def candidate_calls(
     if owner and instances[0] not in (None, owner):  # on an instance other calls filled
         shared = parameters[0].pool[0] if parameters and parameters[0].pool else None
         found_setups = setups(classes[owner], name, shared, module, factory)
+        # Also on the plainest other instance (`Table()`): the first is often built on a
+        # boundary (`Table(max_width=3)`) where what was put in cannot be read back.
+        plain = [i for i in instances[1:] if i == f"{owner}()"] or instances[1:2]
         for setup in found_setups[:4]:
             sequenced += [Candidate(a, instances[0], "sequence", setup) for a, _ in calls[:3]]
+            sequenced += [
+                Candidate(a, str(i), "sequence", setup) for i in plain for a, _ in calls[:1]
+            ]
     sequenced = sequenced[:SEQUENCED]
     made, wrapper = result_class(definition, owner, classes), returned_function(definition)
     if made:  # an object of the module's whose behaviour shows when it is used: `.parse(...)`
@@ -183,7 +189,7 @@ def candidate_calls(
     return [c for c in found if refused is None or not refused(c.arguments)]
 
 
-SEQUENCED = 12
+SEQUENCED = 16
 """Calls of a method on an instance other methods filled first (of MAX_CANDIDATES)."""
 
 

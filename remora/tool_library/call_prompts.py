@@ -40,10 +40,12 @@ FOCUS_CHARACTERS = 6000
 
 
 def focused_source(source: str, owner: str, name: str) -> str:
-    """What the model needs to propose a call, not the whole module: the module's imports and
-    its docstring, and the target (for a method: its class's first line, `__init__` and the
-    method), in the file's order. Every completion of a job evaluates this prompt: a 400-line
-    module costs ten times the tokens of the function it tests."""
+    """What the model needs to propose a call, not the whole module: the module's docstring,
+    the imports of the names the target uses (one block, as a file writes them), and the target
+    (for a method: its class's first line, `__init__` and the method), in the file's order.
+    Every completion of a job evaluates this prompt: a 400-line module costs ten times the
+    tokens of the function it tests, and on rich 13.9.4 the module's other imports were a
+    quarter of the test agent's prompts."""
     tree = ast.parse(source)
     lines = source.split("\n")
     parts: list[str] = []
@@ -57,19 +59,32 @@ def focused_source(source: str, owner: str, name: str) -> str:
     docstring = ast.get_docstring(tree, clean=False)
     if docstring is not None and tree.body:
         parts.append(segment(tree.body[0]))
-    parts += [segment(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    shown: list[ast.AST] = []
     if owner:
         cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner)
-        header = lines[cls.lineno - 1]
         members = [
-            segment(member)
+            member
             for member in cls.body
             if isinstance(member, ast.FunctionDef) and member.name in ("__init__", name)
         ]
-        parts.append("\n\n".join([header, *members]))
+        shown = [*cls.bases, *members]
+        target = "\n\n".join([lines[cls.lineno - 1], *map(segment, members)])
     else:
         definition = find_definition(tree, "", name)
-        if definition is not None:
-            parts.append(segment(definition))
+        shown = [definition] if definition is not None else []
+        target = segment(definition) if definition is not None else ""
+    used = {node.id for part in shown for node in ast.walk(part) if isinstance(node, ast.Name)}
+    imports = [
+        segment(node)
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom) and bound_names(node) & used
+    ]
+    parts += ["\n".join(imports)] if imports else []
+    parts += [target] if target else []
     text = "\n\n\n".join(parts)
     return text[-FOCUS_CHARACTERS:] if len(text) > FOCUS_CHARACTERS else text
+
+
+def bound_names(node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The names an import statement binds (`import a.b` binds `a`)."""
+    return {(alias.asname or alias.name).split(".")[0] for alias in node.names}

@@ -239,7 +239,9 @@ def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
     """The class's public methods that put something into the instance: they assign one of its
     attributes (`self.count += 1`, `self.items[key] = value`) or grow one it holds
     (`self.receivers.append(...)`, `self._words.add(...)`), those taking arguments first (they
-    add, where one without finishes: `finalize()`). Properties, static and class methods are
+    add, where one without finishes: `finalize()`), and of those the ones that grow what it
+    holds before the ones that only set an attribute (a table's `add_row` before its
+    `set_max_width`: its readers draw what was put in). Properties, static and class methods are
     left out; a test calls these on the instance before the method it tests. Of the special
     methods only `__setitem__`: a container that is not a dict (a cache, a registry) is filled
     by `store[key] = value` before its readers (`get`, `peek`, `pop`) are asked for the key."""
@@ -257,7 +259,18 @@ def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
         this = method.args.args[0].arg
         if any(changes(statement, this) for statement in ast.walk(method)):
             found.append(method)
-    return sorted(found, key=lambda m: len(m.args.args) + len(m.args.kwonlyargs) == 1)
+
+    def order(method: ast.FunctionDef) -> tuple[bool, bool]:
+        this = method.args.args[0].arg
+        fills = method.name == "__setitem__" or any(
+            changes(n, this)
+            for n in ast.walk(method)
+            if isinstance(n, ast.Call | ast.AugAssign)  # `self.rows.append(...)`, `+= 1`
+            or (isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Subscript))
+        )
+        return len(method.args.args) + len(method.args.kwonlyargs) == 1, not fills
+
+    return sorted(found, key=order)
 
 
 def changes(node: ast.AST, this: str) -> bool:

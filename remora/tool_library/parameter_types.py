@@ -16,7 +16,7 @@ NAMED_TYPES = {
         "str": "name text path sku key label title word prefix suffix separator sep line s",
         "int": "count n size number index width quantity amount limit i k",
         "float": "price rate ratio factor",
-        "list": "items values elements sequence seq",
+        "list": "items values elements sequence seq array rows",
     }.items()
     for name in names.split()
 }
@@ -44,7 +44,20 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
                     found.setdefault(operand.id, type(value).__name__ if joined else "int")
         elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name):
             found.setdefault(node.iter.id, "list")
+        elif (  # `for i, x in enumerate(array)`: iterated too
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ITERATING
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+        ):
+            found.setdefault(node.args[0].id, "list")
     return found
+
+
+ITERATING = frozenset({"enumerate", "zip", "sorted", "reversed"})
+"""Builtins whose first argument is iterated (not `list()` or `len()`: a string is given them
+as often)."""
 
 
 def callee_usage(definition: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
