@@ -1386,6 +1386,21 @@ def test_a_table_is_drawn_after_a_row_was_added_on_the_plainest_instance(
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
+def test_a_parameter_read_by_a_string_key_is_given_a_dict_first() -> None:
+    """`mdict['hours']` says mapping, though `mdict.pop(...)` is a list's method too: a list
+    given to it only ever took the early return (pytimeparse's `_interpret_as_minutes`)."""
+    source = (
+        "def as_minutes(text, mdict):\n"
+        "    if text.count(':') == 1 and 'hours' not in mdict:\n"
+        "        mdict['hours'] = mdict['mins']\n"
+        "        mdict.pop('secs')\n"
+        "    return mdict\n"
+    )
+    calls = candidate_calls(source, "as_minutes")
+    mdicts = [ast.parse(f"_({c.arguments})", mode="eval").body.args[1] for c in calls]  # type: ignore[attr-defined]
+    assert all(isinstance(node, ast.Dict) for node in mdicts[:3]), [ast.unparse(n) for n in mdicts]
+
+
 USAGE = """class Usage(Exception):
     text = ""
 

@@ -25,10 +25,19 @@ NAMED_TYPES = {
 
 def usage(definition: ast.FunctionDef) -> dict[str, str]:
     """The type each name's use in the body suggests: a str-only method called on it, a list
-    or dict method, arithmetic with it, iterating over it."""
+    or dict method, arithmetic with it, iterating over it; a string key (`mdict['hours']`)
+    says dict whatever else it is given (`mdict.pop(...)` is a list's method too)."""
     found: dict[str, str] = {}
+    keyed: set[str] = set()  # `mdict['hours']`: only a mapping takes a string key
     for node in ast.walk(definition):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ):
+            keyed.add(node.value.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             name, attribute = node.value.id, node.attr
             if attribute in STR_METHODS:
                 found.setdefault(name, "str")
@@ -52,7 +61,7 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
             and isinstance(node.args[0], ast.Name)
         ):
             found.setdefault(node.args[0].id, "list")
-    return found
+    return found | dict.fromkeys(keyed, "dict")
 
 
 ITERATING = frozenset({"enumerate", "zip", "sorted", "reversed"})
