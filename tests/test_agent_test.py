@@ -952,6 +952,24 @@ def test_tests_at_the_projects_top_count_as_existing_tests(
     assert others and all(job["outcome"] != "tested" for job in others), others
 
 
+def test_tests_in_a_tests_folder_inside_the_package_count_as_existing_tests(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pytimeparse ships its unittest tests in `pytimeparse/tests/testtimeparse.py` (a name
+    pytest's defaults would not collect): they test the function, no TST100, no file written."""
+    (demo / "inventory" / "tests").mkdir()
+    (demo / "inventory" / "tests" / "testpricing.py").write_text(
+        "import unittest\n\nfrom inventory.pricing import apply_discount\n\n\n"
+        "class Discount(unittest.TestCase):\n"
+        "    def test_half(self):\n        self.assertEqual(apply_discount(10.0, 0.5), 5.0)\n"
+    )
+    _, report, _ = analyze("inventory/pricing.py", {}, capsys, "--fix")
+    tested = by_function(report)["apply_discount"]
+    assert (tested["status"], tested["outcome"]) == ("success", "tested"), tested
+    assert tested["summary"] == "tests exist: inventory/tests/testpricing.py"
+    assert not list((demo / "tests").glob("test_pricing_apply_discount*.py"))
+
+
 def test_shared_tests_in_a_tests_package_and_a_classes_protocol_count_as_tests(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
