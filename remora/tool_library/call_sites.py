@@ -60,9 +60,14 @@ def is_value(node: ast.expr) -> bool:
             and node.func.id[:1].isupper()
             and all(is_value(arg) for arg in [*node.args, *keyword_values(node)])
         )
+    return is_literal(node)
+
+
+def is_literal(node: ast.expr) -> bool:
+    """A literal or a container of them (`ast.literal_eval` reads it)."""
     try:
         ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
     return True
 

@@ -14,7 +14,7 @@ import copy
 import doctest
 from collections.abc import Iterable
 
-from remora.tool_library.call_sites import arguments_text, is_value, keyword_values
+from remora.tool_library.call_sites import arguments_text, is_literal, is_value, keyword_values
 
 OPERATOR_METHODS: dict[type[ast.cmpop], str] = {ast.In: "__contains__", ast.NotIn: "__contains__"}
 """Comparisons whose left operand is the argument of the right one's special method."""
@@ -65,7 +65,7 @@ def example_trees(tree: ast.Module) -> list[Example]:
                 ):
                     name = statement.targets[0].id
                     bound.pop(name, None)
-                    if literal(statement.value):  # not an instance the next lines change
+                    if is_literal(statement.value):  # not an instance the next lines change
                         bound[name] = statement.value
             if sources or any(isinstance(node, ast.Call) for node in ast.walk(example)):
                 found.append((owner, example))
@@ -97,14 +97,6 @@ def continued(docstring: str, example: doctest.Example) -> ast.Module | None:
 
 MAX_CONTINUED = 40
 """Lines a statement of an example may continue over."""
-
-
-def literal(node: ast.expr) -> bool:
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
 
 
 class Bound(ast.NodeTransformer):
