@@ -119,6 +119,22 @@ def download(entry: PoolEntry) -> tuple[Path, str]:
     return root, digest
 
 
+DOCUMENTATION = (".md", ".rst", ".txt")
+
+
+def copy_documentation(sdist: Path, root: Path) -> None:
+    """The README and the docs/ (or doc/) folder's text files, as a clone of the repository
+    has them (Remora reads their code examples; Pynguin does not); no code, no tests."""
+    for path in sorted(sdist.iterdir()):
+        if path.is_file() and path.name.lower().startswith("readme"):
+            shutil.copy2(path, root / path.name)
+        elif path.is_dir() and path.name in ("docs", "doc"):
+            for document in sorted(path.iterdir()):
+                if document.is_file() and document.suffix.lower() in DOCUMENTATION:
+                    (root / path.name).mkdir(exist_ok=True)
+                    shutil.copy2(document, root / path.name / document.name)
+
+
 def make_project(
     entry: PoolEntry, sdist: Path, digest: str, root: Path, chooser: random.Random
 ) -> Drawn:
@@ -135,6 +151,7 @@ def make_project(
         shutil.copy2(source, root / source.name)
     if entry.licence_file and (sdist / entry.licence_file).is_file():
         shutil.copy2(sdist / entry.licence_file, root / Path(entry.licence_file).name)
+    copy_documentation(sdist, root)
     candidates = []
     for module in entry.modules:
         relative = module.removeprefix(prefix)

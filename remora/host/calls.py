@@ -13,6 +13,7 @@ from remora.host.context import HostContext
 from remora.host.core import model_functions
 from remora.sandbox.commands import SandboxFailed
 from remora.tool_library.characterize import PROBE_SCRIPT, explore_calls
+from remora.tool_library.documented_calls import documented_sources
 from remora.tool_library.module_paths import module_of, project_of, python_sources
 
 PROBE_RESULT_LIMIT = 20 * 1024 * 1024
@@ -32,6 +33,8 @@ def call_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         project = project_of(node.file, host.file_exists)
         sources = python_sources(project, node.name, workspace.list_dir, host.project_text)
         sources.pop(node.file, None)
+        # The README's and docs' examples: how the author says it is called, with valid input.
+        sources |= documented_sources(project, node.name, workspace.list_dir, host.project_text)
         return await explore_calls(
             source=workspace.read_text(node.file),
             target=node.qualified_name,

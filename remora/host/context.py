@@ -74,7 +74,9 @@ class HostContext:
         """A project file read from disk, not through the workspace (a file the job reads
         becomes a copy in every command's folder): for call sites and examples."""
         file = (self.workspace.root / path).resolve()
-        if not file.is_relative_to(self.workspace.root.resolve()) or file.stat().st_size > 500_000:
+        inside = file.is_relative_to(self.workspace.root.resolve())
+        # A regular file only: the repository is untrusted, and a FIFO would block the read.
+        if not inside or not file.is_file() or file.stat().st_size > 500_000:
             raise ValueError(f"{path}: not read for call sites")
         return file.read_text(encoding="utf-8")
 

@@ -1,14 +1,14 @@
 """Candidate calls of a function or method, for the test and sample_data agents.
 
 Where plausible inputs come from, most trusted first: calls of the target written by people
-(call sites in the project and its tests, examples in the module's docstrings), the model's
-completions, then values built per parameter: literals the body compares the parameter with
-and their neighbours (a boundary `percent > 100` gives 100 and 101), the module's other
+(call sites in the project, its tests and its README's examples; the module's doctests), the
+model's completions, then values built per parameter: literals the body compares the parameter
+with and their neighbours (a boundary `percent > 100` gives 100 and 101), the module's other
 literals, the parameter's default, values of its annotated type, and instances of the module's
 own classes for parameters annotated with them or named after them (`stock` for `Stock`), built
 from their constructors' call sites and parameters. Each call is text that test_cases'
-allow-list reads; the probe (call_probe.py) runs them and the selection keeps the few that
-matter. Everything here is the syntax tree (ast): deterministic, no model, no execution.
+allow-list reads; the probe (call_probe.py) runs them, the selection keeps the few that matter.
+Everything here is the syntax tree (ast): deterministic, no model, no execution.
 """
 
 from __future__ import annotations
@@ -176,7 +176,9 @@ def candidate_calls(
     sequenced = sequenced[:SEQUENCED]
     made, wrapper = result_class(definition, owner, classes), returned_function(definition)
     if made:  # an object of the module's whose behaviour shows when it is used: `.parse(...)`
-        followed = followed_calls(classes[made], calls[:3], instances[0], module, factory)
+        # The calls people wrote first (`parser.parse('2 * x')`): valid input, read back.
+        firsts = [(c.arguments, c.origin) for c in found if c.origin != "model"][:2] + calls
+        followed = followed_calls(classes[made], firsts[:3], instances[0], module, factory)
         sequenced += followed[:FOLLOWED]
     elif wrapper is not None:  # a decorator's wrapper: applied, then called
         sequenced += applied_calls(wrapper, calls[:3], instances[0], module, factory)[:FOLLOWED]
@@ -184,7 +186,7 @@ def candidate_calls(
         for instance in instances[:3]:
             if len(found) < MAX_CANDIDATES - len(sequenced):
                 add(arguments, origin, instance)
-    found += sequenced
+    found += dict.fromkeys(sequenced)  # a call site and a combination may be the same call
     # A callable parameter given a number or a string: nothing of that is a test to keep.
     return [c for c in found if refused is None or not refused(c.arguments)]
 
@@ -253,9 +255,10 @@ def followed_calls(
     found: list[Candidate] = []
     for reader in readers(made, module.classes)[:2]:
         parameters, refused = pooled(reader, made, module, factory)
+        sites = call_sites(reader.name, True, factory.sources)[:1]  # `.evaluate({'x': 7})`
         for index, (arguments, _) in enumerate(calls):
             shared = [firsts[index], firsts[(index + 1) % len(calls)]]
-            for read in first_calls(parameters, refused, shared, 1):
+            for read in [*sites, *first_calls(parameters, refused, shared, 1)][:2]:
                 then = (reader.name, read)
                 found.append(Candidate(arguments, instance, "result", then=then, result=made.name))
     return found

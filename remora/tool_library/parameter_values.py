@@ -202,7 +202,9 @@ class InstanceFactory:
         bare = [f"{name}()"] if init is None or all_defaulted(init) else []
         typed += [f"{name}({contents})" for contents in collection_contents(node, self.classes)]
         found = list(dict.fromkeys([*written, *typed, *proposed]))
-        found = [text for text in found if not text.endswith("()")] + bare
+        # A bare `C()` last, unless people wrote it (`parser = Parser()` in the README).
+        found = [text for text in found if text in written or not text.endswith("()")]
+        found += [text for text in bare if text not in found]
         return found[:4]
 
 
@@ -275,7 +277,7 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
     if not parameter.annotation and parameter.default is not None:
         default_kind = literal_kind(parameter.default)
         if default_kind in TYPE_VALUES:
-            return [parameter.default, *TYPE_VALUES[default_kind]]
+            return [parameter.default, *shorter(parameter.default), *TYPE_VALUES[default_kind]]
     if parameter.used_as in TYPE_VALUES:
         return list(TYPE_VALUES[parameter.used_as])
     return list(UNTYPED)
@@ -318,6 +320,19 @@ def union_kinds(text: str) -> list[str]:
     if len(kinds) < 2 or not all(kind in TYPE_VALUES for kind in kinds):
         return []
     return sorted(dict.fromkeys(kinds), key=lambda kind: kind == "none")
+
+
+def shorter(default: str) -> list[str]:
+    """A container default's own elements in smaller containers: its first alone, and none
+    (`("'",)` and `()` for `("'", '"')`): values of the kind of contents the code reads, where
+    a generic `(1, 2)` would give a quote-character tuple integers."""
+    value = ast.literal_eval(default)
+    if not isinstance(value, tuple | list | set | dict) or not value:
+        return []
+    if isinstance(value, dict):
+        return [repr(dict([next(iter(value.items()))])), "{}"]
+    items = sorted(value, key=repr) if isinstance(value, set) else list(value)
+    return [repr(type(value)(items[:1])), repr(type(value)())]
 
 
 def literal_kind(text: str) -> str:

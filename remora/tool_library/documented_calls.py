@@ -1,0 +1,155 @@
+"""The code examples of a project's documentation (its README, its docs/ folder), as Python text:
+calls people wrote, read for the input generator beside the project's Python files.
+
+A README's examples are how a library's author says it is called, and often the only place that
+shows what valid input looks like (`parser.parse('2 * x')`, `pyotp.HOTP('base32secret3232')`,
+`iso8601.parse_date('2007-01-25T12:00:00Z')`). Read, never run: the statements are parsed with
+`ast` and only their literal arguments reach a test, through the allow-list (test_cases).
+
+Examples are taken from doctest lines (`>>> `, read by the standard library's DocTestParser),
+Markdown code fences (```` ```python ````, or without a language), and reStructuredText code
+blocks (`.. code-block:: python`, `.. code:: python`, a paragraph ending in `::`). A block that
+does not parse as a whole (console prompts, output lines, an elided `...`) is read line by line,
+each line that parses alone kept.
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import re
+import textwrap
+from collections.abc import Callable
+
+from remora.tool_library.call_sites import is_literal
+from remora.tool_library.doctest_examples import Bound
+
+DOCUMENT_SUFFIXES = (".md", ".rst", ".txt", ".markdown")
+DOCUMENT_FOLDERS = ("docs", "doc")
+MAX_DOCUMENTS = 40
+"""Documentation files read per project (the README first, then docs/ in name order)."""
+MAX_DOCUMENT_BYTES = 256 * 1024
+"""Bigger files are not read: a generated reference or a changelog, not examples."""
+
+FENCE = re.compile(r"^([ \t]*)(```+|~~~+)[ \t]*([\w+-]*)[^\n]*\n(.*?)^\1\2[ \t]*$", re.M | re.S)
+PYTHON_FENCES = frozenset({"", "python", "py", "python3", "py3", "pycon", "pyi", "ipython"})
+RST_DIRECTIVE = re.compile(
+    r"^([ \t]*)\.\. (?:code-block|code|sourcecode)::[ \t]*(\w*)[ \t]*$", re.M
+)
+RST_LITERAL = re.compile(r"::[ \t]*$", re.M)
+PROMPT = re.compile(r"^(?:>>> |\.\.\. |>>>$|> |In \[\d+\]: |\s*\.\.\.: )")
+
+
+def documented_sources(
+    folder: str,
+    word: str,
+    list_dir: Callable[[str], list[str]],
+    read: Callable[[str], str],
+) -> dict[str, str]:
+    """The code examples of the project's documentation files that mention `word`, path:
+    Python text (which parses); the project folder's README files, then docs/ and doc/."""
+    found: dict[str, str] = {}
+    for path in documentation_files(folder, list_dir)[:MAX_DOCUMENTS]:
+        try:
+            text = read(path)
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if word in text and len(text) <= MAX_DOCUMENT_BYTES:
+            code = example_code(text)
+            if word in code:
+                found[path] = code
+    return found
+
+
+def documentation_files(folder: str, list_dir: Callable[[str], list[str]]) -> list[str]:
+    def listed(path: str) -> list[str]:
+        try:
+            return sorted(list_dir(path or "."))
+        except (OSError, ValueError):
+            return []
+
+    prefix = folder + "/" if folder else ""
+    entries = listed(folder)
+    files = [prefix + e for e in entries if e.lower().startswith("readme") and is_document(e)]
+    for name in DOCUMENT_FOLDERS:
+        if name in entries:
+            inner = listed(prefix + name)
+            files += [f"{prefix}{name}/{entry}" for entry in inner if is_document(entry)]
+    return files
+
+
+def is_document(name: str) -> bool:
+    return name.lower().endswith(DOCUMENT_SUFFIXES) or name.lower() in ("readme",)
+
+
+def example_code(text: str) -> str:
+    """The Python statements of the text's examples, one block after another; "" for none."""
+    # By line, as written: a name is bound (`x = {...}`) before the calls that read it.
+    blocks = [(e.lineno, e.source) for e in doctest.DocTestParser().get_examples(text)]
+    for match in FENCE.finditer(text):
+        if match.group(3) in PYTHON_FENCES:
+            blocks.append((text.count("\n", 0, match.start()), match.group(4)))
+    blocks += rst_blocks(text)
+    kept: list[str] = []
+    for _, block in sorted(blocks, key=lambda numbered: numbered[0]):
+        for statement in statements(block):
+            if statement not in kept:
+                kept.append(statement)
+    return with_bound_literals("\n".join(kept))
+
+
+def with_bound_literals(code: str) -> str:
+    """The code with each name an earlier statement bound to a literal read as that literal
+    (`x = {'a': {'b': 1}}`, then `dpath.get(x, 'a/b')`): the calls' arguments become values."""
+    tree = ast.parse(code)
+    bound: dict[str, ast.expr] = {}
+    for index, statement in enumerate(tree.body):
+        tree.body[index] = statement = Bound(bound).visit(statement)
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
+            if isinstance(target, ast.Name):
+                bound.pop(target.id, None)
+                if is_literal(statement.value):
+                    bound[target.id] = statement.value
+    return ast.unparse(tree)
+
+
+def rst_blocks(text: str) -> list[tuple[int, str]]:
+    """The indented blocks after a code directive for Python (or none named) or a `::`, with
+    the line each starts on."""
+    lines = text.splitlines()
+    starts = [m.start() for m in RST_DIRECTIVE.finditer(text) if m.group(2) in PYTHON_FENCES]
+    starts += [m.start() for m in RST_LITERAL.finditer(text)]
+    blocks = []
+    for start in starts:
+        index = first = text.count("\n", 0, start) + 1
+        while index < len(lines) and (not lines[index].strip() or lines[index].lstrip()[:1] == ":"):
+            index += 1  # a blank line, or a directive's options (`:linenos:`)
+        block = []
+        while index < len(lines) and (not lines[index].strip() or lines[index][:1].isspace()):
+            block.append(lines[index])
+            index += 1
+        blocks.append((first, textwrap.dedent("\n".join(block))))
+    return blocks
+
+
+def statements(block: str) -> list[str]:
+    """The block as one statement text when it parses, else each line that parses alone (with
+    its prompt taken off)."""
+    block = textwrap.dedent(block).strip("\n")
+    if parses(block):
+        return [block] if block.strip() else []
+    found = []
+    for line in block.splitlines():
+        line = PROMPT.sub("", line.strip()) if PROMPT.match(line.strip()) else line.strip()
+        if line and parses(line):
+            found.append(line)
+    return found
+
+
+def parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True

@@ -1,0 +1,136 @@
+"""Calls people wrote in the project's documentation (remora/tool_library/documented_calls.py):
+the README's and docs/' code examples read as call sites, so a parser is tested on the input
+its author documents, not only on `'abc'`. The end-to-end case runs the bundled test agent on a
+small project: the real OS sandbox, call probe and pytest; only the language model is scripted
+(it calls the agent's tool and proposes nothing)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from remora.tool_library.call_candidates import candidate_calls
+from remora.tool_library.call_sites import call_sites, value_calls
+from remora.tool_library.documented_calls import documentation_files, example_code
+from tests.test_call_exploration import analyze, make_project, passes_under_pytest, written
+
+README = """# calc
+
+A calculator that reads expressions of numbers, names, `+` and `-`.
+
+```python
+from pkg.calc import Parser
+
+parser = Parser()
+parser.parse('2 + x - 1').evaluate({'x': 5})  # 6
+```
+
+In a console:
+
+```
+> parser.parse('4 - 1')
+Out: <pkg.calc.Expression object>
+```
+"""
+
+CALC = """class Expression:
+    def __init__(self, tokens):
+        self.tokens = tokens
+
+    def evaluate(self, values):
+        total, sign = 0, 1
+        for token in self.tokens:
+            if token == "+":
+                sign = 1
+            elif token == "-":
+                sign = -1
+            elif token.isdigit():
+                total += sign * int(token)
+            elif token in values:
+                total += sign * values[token]
+            else:
+                raise KeyError(f"undefined variable: {token}")
+        return total
+
+
+class Parser:
+    def __init__(self, operators=("+", "-")):
+        self.operators = operators
+
+    def parse(self, text):
+        tokens = text.split()
+        for index, token in enumerate(tokens):
+            if (index % 2 == 1) != (token in self.operators):
+                raise ValueError(f"unexpected {token!r} at {index}")
+        return Expression(tokens)
+"""
+
+
+def test_the_code_examples_of_markdown_and_restructured_text_are_read_in_order() -> None:
+    rst = """Usage
+=====
+
+Build one::
+
+    table = {'a': {'b': 1}}
+
+.. code-block:: python
+   :linenos:
+
+   store.get(table, 'a/b')
+
+>>> store.get({'a': 2}, 'a')
+2
+
+.. code-block:: bash
+
+   pip install store(1)
+"""
+    code = example_code(rst)
+    # The name bound to a literal above is read as that literal where a later call uses it.
+    assert value_calls(code)[("method", "get")] == ("{'a': {'b': 1}}, 'a/b'", "{'a': 2}, 'a'")
+    assert "pip" not in code  # a shell block is not Python
+    markdown = example_code(README)
+    assert "parser.parse('4 - 1')" in markdown  # the console prompt taken off
+    assert "Out:" not in markdown or ast.parse(markdown)  # what is kept parses as a whole
+    ast.parse(markdown)
+
+
+def test_a_call_through_an_imported_module_is_a_call_of_its_function() -> None:
+    code = "import otp\n\ntoken = otp.HOTP('JBSWY3DPEHPK3PXP')\nother.HOTP(3)\n"
+    assert call_sites("HOTP", False, {"README.md": code}) == ["'JBSWY3DPEHPK3PXP'"]
+    assert call_sites("HOTP", True, {"README.md": code}) == ["'JBSWY3DPEHPK3PXP'", "3"]
+
+
+def test_documentation_is_the_readme_and_the_docs_folder(tmp_path: Path) -> None:
+    for name in ("README.md", "CHANGES.md", "setup.py", "docs/usage.rst", "docs/conf.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
+    listed = documentation_files(
+        "", lambda folder: sorted(p.name for p in (tmp_path / folder).iterdir())
+    )
+    assert listed == ["README.md", "docs/usage.rst"]
+
+
+def test_a_container_default_is_varied_with_its_own_kind_of_elements() -> None:
+    """`operators=("+", "-")` got `(1, 2)`: a tuple of quote characters given integers."""
+    calls = candidate_calls(CALC, "Parser.parse")
+    instances = {c.instance for c in calls}
+    assert "Parser(operators=('+',))" in instances and "Parser(operators=(1, 2))" not in instances
+
+
+def test_a_parser_is_tested_on_the_input_its_readme_documents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the README, `parse` only ever got `'abc'`-like text and `Expression.evaluate`
+    found nothing it knew; with it, the documented call and its reader are pinned, on the
+    instance the README builds (`Parser()`, not a boundary of its defaults)."""
+    project = make_project(tmp_path, {"calc": CALC})
+    (project / "README.md").write_text(README)
+    results = analyze(project, "pkg/calc.py", capsys, monkeypatch)
+    text = written(results["Parser.parse"], "tests/test_calc_Parser_parse.py", project)
+    assert "parser = Parser()\n" in text, text
+    assert "assert parser.parse('2 + x - 1').evaluate({'x': 5}) == 6\n" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
