@@ -1401,6 +1401,25 @@ def test_a_parameter_read_by_a_string_key_is_given_a_dict_first() -> None:
     assert all(isinstance(node, ast.Dict) for node in mdicts[:3]), [ast.unparse(n) for n in mdicts]
 
 
+def test_a_dict_parameter_is_given_the_keys_the_body_reads_and_the_values_it_compares() -> None:
+    """iso8601's `parse_timezone(matches)` reads a regular expression's groups by name: a
+    generic `{'a': 1}` only ever raised KeyError. Given the keys, with `'Z'` where the body
+    compares with it, the call reaches both the early return and the arithmetic."""
+    source = (
+        "def offset(matches):\n"
+        "    if matches['timezone'] == 'Z':\n"
+        "        return 0\n"
+        "    sign = -1 if matches.get('sign') == '-' else 1\n"
+        "    return sign * int(matches['hours']) * 60\n"
+    )
+    given = [c.arguments for c in candidate_calls(source, "offset")]
+    assert given[:3] == [
+        "{'timezone': 'Z', 'sign': '-', 'hours': '1'}",
+        "{'timezone': '1', 'sign': '1', 'hours': '1'}",
+        "{'timezone': 1, 'sign': 1, 'hours': 1}",
+    ], given
+
+
 USAGE = """class Usage(Exception):
     text = ""
 

@@ -134,3 +134,28 @@ def test_a_parser_is_tested_on_the_input_its_readme_documents(
     assert "parser = Parser()\n" in text, text
     assert "assert parser.parse('2 + x - 1').evaluate({'x': 5}) == 6\n" in text, text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+CALENDAR = """class Calendar:
+    def __init__(self):
+        self.year = self.month = self.day = 0
+
+    def set_date(self, year, month, day):
+        if not (1 <= month <= 12 and 1 <= day <= 31 and year > 1000):
+            raise ValueError("no such date")
+        self.year, self.month, self.day = year, month, day
+
+    def iso(self):
+        return f"{self.year:04d}-{self.month:02d}-{self.day:02d}"
+"""
+
+
+def test_a_reader_is_called_after_the_setter_as_the_readme_calls_it() -> None:
+    """`iso()` reads what `set_date` stored; the setter's own pool (`3, 3, 3`) is no date, the
+    README's `cal.set_date(2017, 6, 24)` is."""
+    readme = example_code(
+        "```python\ncal = Calendar()\ncal.set_date(2017, 6, 24)\ncal.iso()\n```\n"
+    )
+    calls = candidate_calls(CALENDAR, "Calendar.iso", {"README.md": readme})
+    setups = [c.setup for c in calls if c.setup]
+    assert setups[0] == (("set_date", "2017, 6, 24"),), setups

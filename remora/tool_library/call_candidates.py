@@ -204,10 +204,10 @@ def setups(
 ) -> list[tuple[tuple[str, str], ...]]:
     """What to call on a fresh instance before the method, most telling first: the class's
     mutators that take arguments, in order, each given the method's own first value `shared`
-    (what is put in is what is then looked for: `add('abc')` before `search('abc')`) and then
-    its own base call, each alone and followed by the first mutator that takes none
-    (`finalize()`): a keyword tree searched, a cache read, only after something was put in.
-    The caller keeps the first four."""
+    (what is put in is what is then looked for: `add('abc')` before `search('abc')`), as
+    people call it, and its own base call, each alone and followed by the first mutator that
+    takes none (`finalize()`): a keyword tree searched, a cache read, only after something was
+    put in. The caller keeps the first four."""
     steps: list[tuple[str, str]] = []
     finishing: list[tuple[str, str]] = []
     for method in mutators(node):
@@ -221,7 +221,8 @@ def setups(
             continue
         parameters, refused = pooled(method, node, module, factory)
         given = [shared] if shared is not None else []
-        steps += [(method.name, a) for a in first_calls(parameters, refused, given, 1)]
+        sites = call_sites(method.name, True, factory.sources)[:1]  # `setSolarDate(2017, 6, 24)`
+        steps += [(method.name, a) for a in [*sites, *first_calls(parameters, refused, given, 1)]]
     found: list[tuple[tuple[str, str], ...]] = []
     for step in steps:
         found.append((step,))
@@ -350,14 +351,8 @@ def module_facts(source: str) -> ModuleFacts:
 def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef | None:
     body: Iterable[ast.stmt] = tree.body
     if owner:
-        body = next(
-            (
-                node.body
-                for node in tree.body
-                if isinstance(node, ast.ClassDef) and node.name == owner
-            ),
-            [],
-        )
+        owners = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner]
+        body = owners[0].body if owners else []
     # The last definition of the name: the implementation after `@overload` signatures, the
     # one a redefinition left in force.
     found = [node for node in body if isinstance(node, ast.FunctionDef) and node.name == name]

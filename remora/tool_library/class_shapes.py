@@ -277,7 +277,9 @@ def changes(node: ast.AST, this: str) -> bool:
     """Whether a node assigns an attribute of `this` (or an item of one) or grows one."""
 
     def held(target: ast.expr) -> bool:  # self.x, self.x[k], self.x.y
-        while isinstance(target, ast.Subscript | ast.Attribute):
+        if isinstance(target, ast.Tuple | ast.List):  # `self.year, self.month = year, month`
+            return any(held(element) for element in target.elts)
+        while isinstance(target, ast.Subscript | ast.Attribute | ast.Starred):
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
                 return target.value.id == this
             target = target.value

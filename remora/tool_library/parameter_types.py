@@ -86,3 +86,55 @@ def callee_usage(definition: ast.FunctionDef, tree: ast.Module) -> dict[str, str
             if isinstance(argument, ast.Name) and uses.get(names[position]):
                 found.setdefault(argument.id, uses[names[position]])
     return found
+
+
+def keyed_dicts(definition: ast.FunctionDef) -> dict[str, list[str]]:
+    """Dicts holding the string keys the body reads of a parameter (`matches['tz_hour']`,
+    `matches.get('timezone')`, `'sign' in matches`), each key given the literal the body
+    compares its value with (`matches['timezone'] == 'Z'`), else `'1'` (text a regular
+    expression's group holds, which `int()` reads too); then every key `'1'`, then `1`: the
+    records a parser's groups or a configuration hand the function, where `{'a': 1}` reached
+    no key it reads."""
+    names = {a.arg for a in [*definition.args.posonlyargs, *definition.args.args]}
+    names |= {a.arg for a in definition.args.kwonlyargs}
+    keys: dict[str, dict[str, str]] = {}
+
+    def read(node: ast.AST) -> tuple[str, str] | None:  # (parameter, key) of `p['k']`...
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            holder, key = node.value.id, node.slice
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop")
+            and isinstance(node.func.value, ast.Name)
+            and node.args
+        ):
+            holder, key = node.func.value.id, node.args[0]
+        else:
+            return None
+        if holder in names and isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return holder, key.value
+        return None
+
+    for node in ast.walk(definition):
+        found = read(node)
+        if found is not None:
+            keys.setdefault(found[0], {}).setdefault(found[1], "")
+        if not isinstance(node, ast.Compare) or len(node.comparators) != 1:
+            continue
+        left, right, operator = node.left, node.comparators[0], node.ops[0]
+        if isinstance(operator, ast.In | ast.NotIn) and isinstance(right, ast.Name):
+            if right.id in names and isinstance(left, ast.Constant) and isinstance(left.value, str):
+                keys.setdefault(right.id, {}).setdefault(left.value, "")  # `'sign' in matches`
+        elif isinstance(operator, ast.Eq | ast.NotEq):
+            for value, other in ((left, right), (right, left)):
+                found = read(value)
+                if found is not None and isinstance(other, ast.Constant):
+                    held = keys.setdefault(found[0], {})
+                    held[found[1]] = held.get(found[1]) or repr(other.value)
+    dicts: dict[str, list[str]] = {}
+    for name, held in keys.items():
+        texts = [", ".join(f"{k!r}: {v or repr('1')}" for k, v in held.items())]
+        texts += [", ".join(f"{k!r}: {plain}" for k in held) for plain in ("'1'", "1")]
+        dicts[name] = list(dict.fromkeys("{" + text + "}" for text in texts))
+    return dicts

@@ -24,7 +24,7 @@ from remora.tool_library.class_shapes import (
     inherited_init,
 )
 from remora.tool_library.code_literals import docstring_strings, literals, words
-from remora.tool_library.parameter_types import NAMED_TYPES, callee_usage, usage
+from remora.tool_library.parameter_types import NAMED_TYPES, callee_usage, keyed_dicts, usage
 from remora.tool_library.pattern_values import Pattern, shapes
 from remora.tool_library.standard_values import STANDARD_VALUES, isinstance_checks, standard_type
 
@@ -230,10 +230,13 @@ def fill_pools(
     quoted = docstring_strings(definition)
     passed_on = callee_usage(definition, tree)
     checked = isinstance_checks(definition)
+    keyed = keyed_dicts(definition)
     for parameter in parameters:
         if not parameter.annotation and parameter.default is None and not parameter.used_as:
             parameter.used_as = passed_on.get(parameter.name, "")
         typed = typed_values(parameter, factory, 0)
+        if outer_type(parameter.annotation) in ("dict", "") and parameter.name in keyed:
+            typed = [*keyed[parameter.name], *typed]  # `matches['tz_hour']`: the keys it reads
         other = outer_type(parameter.annotation) not in TYPE_VALUES  # an alias: `Comparable`
         if parameter.name == "other" and owner is not None and other:
             typed = [*factory.instances(owner.name), *typed]  # `other`: another of its kind
