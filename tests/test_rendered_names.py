@@ -198,13 +198,13 @@ RECORDS = (
     "    def __init__(self, fields):\n"
     "        self.__dict__.update(fields)\n\n\n"
     "def load(fields: dict) -> Record:\n"
-    '    if fields.get("kind") == "row":\n'
+    '    if len(fields) >= 3 and fields.get("kind") == "row":\n'
     "        return Record(fields)\n"
     '    raise ValueError("not a row")\n'
 )
 """A class that sets its attributes from a mapping (`__dict__.update`): a key of the mapping
-is an attribute name. No dict built from the signature has kind 'row': the model is asked for
-the branch they leave."""
+is an attribute name. No dict built from the signature or the keys the body reads has three
+keys with kind 'row': the model is asked for the branch they leave."""
 
 
 def test_a_hostile_key_of_a_mapping_never_becomes_code_through_fix_and_pytest(
