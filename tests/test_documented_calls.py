@@ -159,3 +159,17 @@ def test_a_reader_is_called_after_the_setter_as_the_readme_calls_it() -> None:
     calls = candidate_calls(CALENDAR, "Calendar.iso", {"README.md": readme})
     setups = [c.setup for c in calls if c.setup]
     assert setups[0] == (("set_date", "2017, 6, 24"),), setups
+
+
+def test_a_readme_written_to_stall_the_reader_is_read_in_one_pass() -> None:
+    """The README is the repository's: fences that never close at ever other indents and `::`
+    on every line made a backtracking pattern and a rescan per start take minutes; each line is
+    now read once (a generous bound: well under a second each here)."""
+    import time
+
+    unclosed = "".join(" " * (i % 50) + "```\n" for i in range(60_000))
+    literals = "  a::\n" * 40_000
+    for text in (unclosed, literals):
+        started = time.perf_counter()
+        example_code(text)
+        assert time.perf_counter() - started < 10

@@ -20,6 +20,7 @@ import doctest
 import re
 import textwrap
 from collections.abc import Callable
+from functools import lru_cache
 
 from remora.tool_library.call_sites import is_literal
 from remora.tool_library.doctest_examples import Bound
@@ -31,12 +32,9 @@ MAX_DOCUMENTS = 40
 MAX_DOCUMENT_BYTES = 256 * 1024
 """Bigger files are not read: a generated reference or a changelog, not examples."""
 
-FENCE = re.compile(r"^([ \t]*)(```+|~~~+)[ \t]*([\w+-]*)[^\n]*\n(.*?)^\1\2[ \t]*$", re.M | re.S)
+FENCE = re.compile(r"[ \t]*(```+|~~~+)[ \t]*([\w+-]*)")
 PYTHON_FENCES = frozenset({"", "python", "py", "python3", "py3", "pycon", "pyi", "ipython"})
-RST_DIRECTIVE = re.compile(
-    r"^([ \t]*)\.\. (?:code-block|code|sourcecode)::[ \t]*(\w*)[ \t]*$", re.M
-)
-RST_LITERAL = re.compile(r"::[ \t]*$", re.M)
+RST_DIRECTIVE = re.compile(r"[ \t]*\.\. (?:code-block|code|sourcecode)::[ \t]*(\w*)[ \t]*$")
 PROMPT = re.compile(r"^(?:>>> |\.\.\. |>>>$|> |In \[\d+\]: |\s*\.\.\.: )")
 
 
@@ -82,14 +80,14 @@ def is_document(name: str) -> bool:
     return name.lower().endswith(DOCUMENT_SUFFIXES) or name.lower() in ("readme",)
 
 
+@lru_cache(maxsize=64)
 def example_code(text: str) -> str:
-    """The Python statements of the text's examples, one block after another; "" for none."""
+    """The Python statements of the text's examples, one block after another; "" for none.
+    Read once per text: every job of a run reads the same README."""
     # By line, as written: a name is bound (`x = {...}`) before the calls that read it.
     blocks = [(e.lineno, e.source) for e in doctest.DocTestParser().get_examples(text)]
-    for match in FENCE.finditer(text):
-        if match.group(3) in PYTHON_FENCES:
-            blocks.append((text.count("\n", 0, match.start()), match.group(4)))
-    blocks += rst_blocks(text)
+    lines = text.splitlines()
+    blocks += fenced_blocks(lines) + rst_blocks(lines)
     kept: list[str] = []
     for _, block in sorted(blocks, key=lambda numbered: numbered[0]):
         for statement in statements(block):
@@ -114,15 +112,36 @@ def with_bound_literals(code: str) -> str:
     return ast.unparse(tree)
 
 
-def rst_blocks(text: str) -> list[tuple[int, str]]:
-    """The indented blocks after a code directive for Python (or none named) or a `::`, with
-    the line each starts on."""
-    lines = text.splitlines()
-    starts = [m.start() for m in RST_DIRECTIVE.finditer(text) if m.group(2) in PYTHON_FENCES]
-    starts += [m.start() for m in RST_LITERAL.finditer(text)]
+def fenced_blocks(lines: list[str]) -> list[tuple[int, str]]:
+    """Markdown's fenced blocks in Python (or none named), with the line each starts on: one
+    pass over the lines (the text is the repository's: no pattern that backtracks over it)."""
     blocks = []
-    for start in starts:
-        index = first = text.count("\n", 0, start) + 1
+    opened: tuple[int, str, str] | None = None  # (line, fence, language)
+    body: list[str] = []
+    for index, line in enumerate(lines):
+        match = FENCE.match(line)
+        if opened is None and match:
+            opened, body = (index, match.group(1), match.group(2)), []
+        elif opened is not None and match and line.strip() == match.group(1):
+            if match.group(1).startswith(opened[1]) and opened[2] in PYTHON_FENCES:
+                blocks.append((opened[0], "\n".join(body)))
+            opened = None
+        elif opened is not None:
+            body.append(line)
+    return blocks
+
+
+def rst_blocks(lines: list[str]) -> list[tuple[int, str]]:
+    """The indented blocks after a code directive for Python (or none named) or a paragraph
+    ending in `::`, with the line each starts on; each line read once."""
+    blocks = []
+    index = 0
+    while index < len(lines):
+        line, index = lines[index], index + 1
+        directive = RST_DIRECTIVE.match(line)
+        if not line.rstrip().endswith("::") and not (directive and directive[1] in PYTHON_FENCES):
+            continue
+        first = index
         while index < len(lines) and (not lines[index].strip() or lines[index].lstrip()[:1] == ":"):
             index += 1  # a blank line, or a directive's options (`:linenos:`)
         block = []
