@@ -1080,3 +1080,20 @@ def test_a_function_defined_in_a_block_is_not_possible_not_a_failure(
     for job in jobs:
         assert job["status"] == "not_possible", job
         assert "defined inside a block" in job["summary"]
+
+
+def test_a_tests_py_at_the_project_top_counts_as_existing_tests(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jsonpointer keeps its unittest tests in `tests.py` beside its module (unittest's pattern
+    `test*.py` finds it; pytest's defaults would not): found on a user trial, where TST100 said
+    `join` had no tests and a second suite was written beside the project's."""
+    (demo / "tests.py").write_text(
+        "import unittest\n\nfrom inventory.pricing import apply_discount\n\n\n"
+        "class Discount(unittest.TestCase):\n"
+        "    def test_half(self):\n        self.assertEqual(apply_discount(10.0, 0.5), 5.0)\n"
+    )
+    _, report, _ = analyze("inventory/pricing.py", {}, capsys, "--fix")
+    tested = by_function(report)["apply_discount"]
+    assert (tested["status"], tested["outcome"]) == ("success", "tested"), tested
+    assert tested["summary"] == "tests exist: tests.py"
