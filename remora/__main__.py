@@ -8,7 +8,7 @@ import os
 import sys
 
 from remora.errors import ExitCode
-from remora.signals import exit_code, terminate_as_interrupt
+from remora.signals import exit_code, terminate_as_interrupt, terminated
 
 
 def run() -> int:
@@ -18,9 +18,23 @@ def run() -> int:
         except KeyboardInterrupt as interrupt:
             return exit_code(interrupt)
         except Exception as exc:  # a broken installation: exit 2 (error), not 1 (findings)
+            if interrupted_within(exc):
+                return exit_code(KeyboardInterrupt())
             sys.stderr.write(f"remora: error: cannot start: {type(exc).__name__}: {exc}\n")
             return ExitCode.ERROR
         return main()
+
+
+def interrupted_within(exc: BaseException) -> bool:
+    """Whether the import failed because Ctrl-C or SIGTERM landed in it: pydantic builds its
+    validators while Remora's modules are imported and reports what stopped it as a
+    SchemaError naming the KeyboardInterrupt, not as the interrupt itself."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return terminated(KeyboardInterrupt()) or "KeyboardInterrupt" in str(exc)
 
 
 def exit_now(code: int) -> None:

@@ -542,3 +542,20 @@ def test_paths_with_spaces_and_unicode_end_to_end(
     (result,) = report["results"]
     assert result["node"]["id"] == "süb dir/mödule one.py::grüß"
     assert result["findings"][0]["file"] == "süb dir/mödule one.py"
+
+
+def test_an_interrupt_a_library_wrapped_at_startup_still_exits_as_an_interrupt() -> None:
+    """A SIGTERM 0.3 s after start landed while pydantic built a validator during Remora's
+    imports: pydantic reported it as a SchemaError naming the KeyboardInterrupt, and Remora
+    said "cannot start" with exit 2 instead of 143 (seen once in a CI run of the case above)."""
+    from pydantic_core import SchemaError
+
+    from remora.__main__ import interrupted_within
+
+    assert interrupted_within(
+        SchemaError('Error building "model" validator:\n  KeyboardInterrupt: ')
+    )
+    chained = ValueError("while importing")
+    chained.__context__ = KeyboardInterrupt()
+    assert interrupted_within(chained)
+    assert not interrupted_within(ImportError("No module named 'llama_cpp'"))
