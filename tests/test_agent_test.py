@@ -952,21 +952,36 @@ def test_tests_at_the_projects_top_count_as_existing_tests(
     assert others and all(job["outcome"] != "tested" for job in others), others
 
 
-def test_tests_in_a_tests_folder_inside_the_package_count_as_existing_tests(
-    demo: Path, capsys: pytest.CaptureFixture[str]
+UNITTEST_DISCOUNT = (
+    "import unittest\n\nfrom inventory.pricing import apply_discount\n\n\n"
+    "class Discount(unittest.TestCase):\n"
+    "    def test_half(self):\n        self.assertEqual(apply_discount(10.0, 0.5), 5.0)\n"
+)
+"""A project's own unittest test of `apply_discount`, in a module pytest's defaults skip."""
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        # pytimeparse ships its tests in `pytimeparse/tests/testtimeparse.py`.
+        "inventory/tests/testpricing.py",
+        # jsonpointer keeps them in `tests.py` beside its module (unittest's `test*.py` finds
+        # it): found on a user trial, where TST100 said `join` had no tests and a second suite
+        # was written beside the project's.
+        "tests.py",
+    ],
+)
+def test_unittest_modules_pytest_would_not_collect_count_as_existing_tests(
+    demo: Path, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
-    """pytimeparse ships its unittest tests in `pytimeparse/tests/testtimeparse.py` (a name
-    pytest's defaults would not collect): they test the function, no TST100, no file written."""
-    (demo / "inventory" / "tests").mkdir()
-    (demo / "inventory" / "tests" / "testpricing.py").write_text(
-        "import unittest\n\nfrom inventory.pricing import apply_discount\n\n\n"
-        "class Discount(unittest.TestCase):\n"
-        "    def test_half(self):\n        self.assertEqual(apply_discount(10.0, 0.5), 5.0)\n"
-    )
+    """A tests folder inside the package, or a `tests.py` at the project's top: they test the
+    function, no TST100, no file written."""
+    (demo / where).parent.mkdir(exist_ok=True)
+    (demo / where).write_text(UNITTEST_DISCOUNT)
     _, report, _ = analyze("inventory/pricing.py", {}, capsys, "--fix")
     tested = by_function(report)["apply_discount"]
     assert (tested["status"], tested["outcome"]) == ("success", "tested"), tested
-    assert tested["summary"] == "tests exist: inventory/tests/testpricing.py"
+    assert tested["summary"] == f"tests exist: {where}"
     assert not list((demo / "tests").glob("test_pricing_apply_discount*.py"))
 
 
@@ -1080,20 +1095,3 @@ def test_a_function_defined_in_a_block_is_not_possible_not_a_failure(
     for job in jobs:
         assert job["status"] == "not_possible", job
         assert "defined inside a block" in job["summary"]
-
-
-def test_a_tests_py_at_the_project_top_counts_as_existing_tests(
-    demo: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """jsonpointer keeps its unittest tests in `tests.py` beside its module (unittest's pattern
-    `test*.py` finds it; pytest's defaults would not): found on a user trial, where TST100 said
-    `join` had no tests and a second suite was written beside the project's."""
-    (demo / "tests.py").write_text(
-        "import unittest\n\nfrom inventory.pricing import apply_discount\n\n\n"
-        "class Discount(unittest.TestCase):\n"
-        "    def test_half(self):\n        self.assertEqual(apply_discount(10.0, 0.5), 5.0)\n"
-    )
-    _, report, _ = analyze("inventory/pricing.py", {}, capsys, "--fix")
-    tested = by_function(report)["apply_discount"]
-    assert (tested["status"], tested["outcome"]) == ("success", "tested"), tested
-    assert tested["summary"] == "tests exist: tests.py"

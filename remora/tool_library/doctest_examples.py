@@ -56,17 +56,7 @@ def example_trees(tree: ast.Module) -> list[Example]:
         for example in sources or [parsed(line) for line in docstring.splitlines()]:
             if example is None:
                 continue
-            example = Bound(bound).visit(example)
-            for statement in example.body:  # `>>> argv = ['tcp', '80']`, then `f(doc, argv)`
-                if (
-                    isinstance(statement, ast.Assign)
-                    and len(statement.targets) == 1
-                    and isinstance(statement.targets[0], ast.Name)
-                ):
-                    name = statement.targets[0].id
-                    bound.pop(name, None)
-                    if is_literal(statement.value):  # not an instance the next lines change
-                        bound[name] = statement.value
+            example = with_bound(example, bound)  # `>>> argv = [...]`, then `f(doc, argv)`
             if sources or any(isinstance(node, ast.Call) for node in ast.walk(example)):
                 found.append((owner, example))
     return found
@@ -97,6 +87,24 @@ def continued(docstring: str, example: doctest.Example) -> ast.Module | None:
 
 MAX_CONTINUED = 40
 """Lines a statement of an example may continue over."""
+
+
+def with_bound(example: ast.Module, bound: dict[str, ast.expr]) -> ast.Module:
+    """The example with the names earlier examples bound to literals read as those literals;
+    `bound` then holds its own bindings too (a name bound again to anything else is dropped:
+    not an instance the next lines change)."""
+    example = Bound(bound).visit(example)
+    for statement in example.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+        ):
+            name = statement.targets[0].id
+            bound.pop(name, None)
+            if is_literal(statement.value):
+                bound[name] = statement.value
+    return example
 
 
 class Bound(ast.NodeTransformer):

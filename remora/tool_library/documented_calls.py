@@ -22,8 +22,7 @@ import textwrap
 from collections.abc import Callable
 from functools import lru_cache
 
-from remora.tool_library.call_sites import is_literal
-from remora.tool_library.doctest_examples import Bound
+from remora.tool_library.doctest_examples import with_bound
 
 DOCUMENT_SUFFIXES = (".md", ".rst", ".txt", ".markdown")
 DOCUMENT_FOLDERS = ("docs", "doc")
@@ -77,7 +76,7 @@ def documentation_files(folder: str, list_dir: Callable[[str], list[str]]) -> li
 
 
 def is_document(name: str) -> bool:
-    return name.lower().endswith(DOCUMENT_SUFFIXES) or name.lower() in ("readme",)
+    return name.lower().endswith(DOCUMENT_SUFFIXES) or name.lower() == "readme"
 
 
 @lru_cache(maxsize=64)
@@ -99,17 +98,9 @@ def example_code(text: str) -> str:
 def with_bound_literals(code: str) -> str:
     """The code with each name an earlier statement bound to a literal read as that literal
     (`x = {'a': {'b': 1}}`, then `dpath.get(x, 'a/b')`): the calls' arguments become values."""
-    tree = ast.parse(code)
     bound: dict[str, ast.expr] = {}
-    for index, statement in enumerate(tree.body):
-        tree.body[index] = statement = Bound(bound).visit(statement)
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-            target = statement.targets[0]
-            if isinstance(target, ast.Name):
-                bound.pop(target.id, None)
-                if is_literal(statement.value):
-                    bound[target.id] = statement.value
-    return ast.unparse(tree)
+    read = [with_bound(ast.Module([s], []), bound) for s in ast.parse(code).body]
+    return ast.unparse(ast.Module([s for module in read for s in module.body], []))
 
 
 def fenced_blocks(lines: list[str]) -> list[tuple[int, str]]:
@@ -160,7 +151,7 @@ def statements(block: str) -> list[str]:
         return [block] if block.strip() else []
     found = []
     for line in block.splitlines():
-        line = PROMPT.sub("", line.strip()) if PROMPT.match(line.strip()) else line.strip()
+        line = PROMPT.sub("", line.strip(), count=1)
         if line and parses(line):
             found.append(line)
     return found

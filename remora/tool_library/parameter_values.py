@@ -327,8 +327,8 @@ def union_kinds(text: str) -> list[str]:
 
 def shorter(default: str) -> list[str]:
     """A container default's own elements in smaller containers: its first alone, and none
-    (`("'",)` and `()` for `("'", '"')`): values of the kind of contents the code reads, where
-    a generic `(1, 2)` would give a quote-character tuple integers."""
+    (`("'",)` and `()` for `("'", '"')`): values of the kind of contents the code reads, tried
+    before a generic `(1, 2)`, which gives a tuple of quote characters integers."""
     value = ast.literal_eval(default)
     if not isinstance(value, tuple | list | set | dict) or not value:
         return []
