@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest
+from remora.analysis.request import AnalysisHooks, AnalyzeOutcome, AnalyzeRequest, project_root
 from remora.analysis.run import analyze
 from remora.config.loading import load_settings
 from remora.errors import RunFailed, UserInputError
@@ -101,3 +101,29 @@ def test_bad_requests_raise_instead_of_exiting(
     with pytest.raises(RunFailed, match=r"127\.0\.0\.1:9"):
         anyio.run(lambda: analyze(request, loaded, events=events))
     assert "job_started" not in kinds and kinds[:2] == ["discovery_done", "run_started"]
+
+
+def test_a_file_outside_the_working_directory_is_read_from_its_own_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`remora analyze ../lib/pkg/mod.py` from another folder: the root is the folder holding
+    the project file, so `pkg.mod` imports as its package (a relative import in it works), not
+    `mod` from inside `pkg`."""
+    library = tmp_path / "lib"
+    (library / "pkg").mkdir(parents=True)
+    (library / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (library / "pkg" / "__init__.py").write_text("")
+    (library / "pkg" / "mod.py").write_text("from .rules import RULES\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert project_root([library / "pkg" / "mod.py"]) == library.resolve()
+    assert project_root([library / "pkg"]) == library.resolve()
+    # Without a project file or .git up the tree, the paths' own folder, as before.
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "one.py").write_text("")
+    assert project_root([loose / "one.py"]) == loose.resolve()
+    # Inside the working directory the working directory stays the root.
+    monkeypatch.chdir(library / "pkg")
+    assert project_root([Path("mod.py")]) == (library / "pkg").resolve()

@@ -28,8 +28,9 @@ from remora.tool_library.call_selection import select_calls
 from remora.tool_library.case_checks import pattern_literal, standard_imports, used_names
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.characterize import allowed, branches_left
-from remora.tool_library.class_shapes import abstract, inherited_init, mutators, overrides
+from remora.tool_library.class_shapes import abstract, inherited_init, overrides
 from remora.tool_library.doctest_examples import example_trees
+from remora.tool_library.method_roles import mutators
 from remora.tool_library.test_cases import parse_test_case
 
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]

@@ -16,7 +16,7 @@ import pytest
 import remora.tool_library.call_probe as call_probe
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.callable_values import fitting_functions
-from remora.tool_library.class_shapes import readers, result_class, returned_function
+from remora.tool_library.method_roles import readers, result_class, returned_function
 from remora.tool_library.parameter_values import union_kinds
 from tests.test_call_exploration import (
     analyze,
@@ -245,3 +245,86 @@ def test_the_function_a_function_returns_is_the_one_every_return_gives_back() ->
     )
     found = returned_function(branches.body[0])  # type: ignore[arg-type]
     assert found is not None and found.name == "fun"
+
+
+BOARD = """class Board:
+    def __init__(self):
+        self._rows = []
+        self._align = None
+        self._width = None
+
+    def add_row(self, cells):
+        if self._rows and len(cells) != len(self._rows[0]):
+            raise ValueError(f"a row holds {len(self._rows[0])} cells")
+        self._rows.append([str(cell) for cell in cells])
+        return self
+
+    def add_rows(self, rows):
+        for row in rows:
+            self.add_row(row)
+        return self
+
+    def set_align(self, align):
+        if any(a not in ("l", "r") for a in align):
+            raise ValueError("align each column 'l' or 'r'")
+        self._align = list(align)
+        return self
+
+    def draw(self):
+        if not self._rows:
+            return None
+        self._width = [max(len(row[i]) for row in self._rows) for i in range(len(self._rows[0]))]
+        align = self._align or ["l"] * len(self._width)
+        lines = []
+        for row in self._rows:
+            cells = [
+                cell.ljust(width) if side == "l" else cell.rjust(width)
+                for cell, width, side in zip(row, self._width, align)
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\\n".join(lines)
+"""
+
+BOARD_README = """# board
+
+```
+    board = Board()
+    board.add_rows([["name", "score"],
+                    ["ada", 12],
+                    ["bob", 7]])
+    board.set_align(["l", "r"])
+    print(board.draw())
+
+Result:
+
+    | name | score |
+```
+"""
+
+
+def test_a_builders_setter_is_tested_through_what_it_draws_after_the_rows_people_add(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setter that returns its instance keeps its state private: what it did shows only in
+    what a reader returns after it, on an instance holding what people put in (the README's
+    `add_rows`, written over three lines in a block that is not all code). Without that, the
+    setter's only tests were its errors; the empty board draws None whatever was set."""
+    classes = {"Board": ast.parse(BOARD).body[0]}
+    assert isinstance(classes["Board"], ast.ClassDef)
+    # `draw` keeps its widths (it changes the instance) but takes nothing and returns text.
+    assert [m.name for m in readers(classes["Board"], classes)] == ["draw"]
+    project = make_project(tmp_path, {"board": BOARD})
+    (project / "README.md").write_text(BOARD_README)
+    results = analyze(project, "pkg/board.py", capsys, monkeypatch)
+    text = written(results["Board.set_align"], "tests/test_board_Board_set_align.py", project)
+    assert (
+        "    board = Board()\n"
+        "    board.add_rows([['name', 'score'], ['ada', 12], ['bob', 7]])\n"
+        "    assert board.set_align(['l', 'r']).draw() == (\n"
+        "        '| name | score |\\n'\n"
+        "        '| ada  |    12 |\\n'\n"
+        "        '| bob  |     7 |'\n"
+        "    )\n"
+    ) in text, text
+    assert "draw() is None" not in text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

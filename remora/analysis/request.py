@@ -12,6 +12,7 @@ from typing import Literal
 from remora.agents.definition import Agent
 from remora.edits.apply import ApplyReport
 from remora.findings.results import Change, JobResult, RunSummary
+from remora.tool_library.module_paths import PROJECT_MARKERS
 
 Edits = Literal["report", "diff", "fix"]
 """What happens to the changes of successful jobs: nothing (they are in the report), collected
@@ -53,13 +54,19 @@ class AnalyzeRequest:
 
 
 def project_root(paths: list[Path]) -> Path:
-    """The working directory, unless the paths lie elsewhere: then their common folder."""
+    """The working directory, unless the paths lie elsewhere: then the nearest folder up from
+    their common folder with a project file or `.git` (`remora analyze ../lib/pkg/mod.py` is
+    imported as `pkg.mod` from `../lib`, as pytest finds its rootdir), else that folder."""
     cwd = Path.cwd().resolve()
     resolved = [path.resolve() for path in paths]
     if all(path.is_relative_to(cwd) for path in resolved):
         return cwd
     common = Path(os.path.commonpath(resolved))
-    return common if common.is_dir() else common.parent
+    common = common if common.is_dir() else common.parent
+    for folder in (common, *common.parents):
+        if any((folder / marker).exists() for marker in (*PROJECT_MARKERS, ".git")):
+            return folder
+    return common
 
 
 def _ignore(_: object) -> None:

@@ -4,6 +4,7 @@ in the OS sandbox, and the ones worth keeping (tool_library/characterize.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any, Literal, cast
@@ -14,7 +15,7 @@ from remora.host.core import model_functions
 from remora.sandbox.commands import SandboxFailed
 from remora.tool_library.characterize import PROBE_SCRIPT, explore_calls
 from remora.tool_library.documented_calls import documented_sources
-from remora.tool_library.module_paths import module_of, project_of, python_sources
+from remora.tool_library.module_paths import module_of, own_imports, project_of, python_sources
 
 PROBE_RESULT_LIMIT = 20 * 1024 * 1024
 """Bytes of the probe's result file read back (40 calls' observations are a few hundred KB)."""
@@ -35,12 +36,18 @@ def call_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         sources.pop(node.file, None)
         # The README's and docs' examples: how the author says it is called, with valid input.
         sources |= documented_sources(project, node.name, workspace.list_dir, host.project_text)
+        source = workspace.read_text(node.file)
+        imported = []  # its own package's modules it imports: the tables it reads
+        for path in own_imports(node.file, source, host.file_exists):
+            with contextlib.suppress(OSError, ValueError, UnicodeDecodeError):
+                imported.append(host.project_text(path))
         return await explore_calls(
-            source=workspace.read_text(node.file),
+            source=source,
             target=node.qualified_name,
             module=module,
             import_root=import_root,
             project_sources=sources,
+            imported_sources=imported,
             probe=probe,
             draft=complete_drafts if host.drafting is not None else None,
             temperatures=[0.0, 0.7, 1.0] if temperatures is None else temperatures,

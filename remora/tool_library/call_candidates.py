@@ -15,34 +15,35 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from remora.tool_library.call_forms import source_of
 from remora.tool_library.call_sites import call_sites
 from remora.tool_library.callable_values import refusal
-from remora.tool_library.class_shapes import (
-    MAPPING_CONTENTS,
-    collection_contents,
-    mutators,
-    overrides,
-    readers,
-    result_class,
-    returned_function,
-)
-from remora.tool_library.code_literals import literals, words
+from remora.tool_library.class_shapes import MAPPING_CONTENTS, collection_contents, overrides
+from remora.tool_library.code_literals import case_variants, imported_words, literals, words
 from remora.tool_library.doctest_examples import (
     Example,
     doctest_calls,
     doctest_constructions,
     example_trees,
 )
+from remora.tool_library.method_roles import (
+    changing_methods,
+    mutators,
+    readers,
+    result_class,
+    returned_function,
+    returns_itself,
+)
 from remora.tool_library.parameter_values import (
     InstanceFactory,
     Parameter,
     Refusal,
     call_arguments,
+    combinations,
     fill_pools,
     literal_kind,
     parameters_of,
@@ -110,13 +111,15 @@ def candidate_calls(
     project_sources: Mapping[str, str] | None = None,
     proposals: Sequence[str] = (),
     constructors: Sequence[str] = (),
+    imported: Sequence[str] = (),
 ) -> list[Candidate]:
     """Up to MAX_CANDIDATES distinct calls of `target` ("f" or "Class.method") of the module
     `source`. `project_sources` (path: text) are searched for call sites; `proposals` are the
     model's completions (what follows `target(` or `.method(`, closed) and `constructors` its
-    completions of the class's constructor, for a method."""
+    completions of the class's constructor, for a method; `imported` the texts of the modules
+    it imports from its own package (their words are its data too)."""
     project_sources = project_sources or {}
-    module = module_facts(source)
+    module = module_facts(source, tuple(imported))
     tree, classes, examples = module.tree, module.classes, module.examples
     owner, _, name = target.rpartition(".")
     definition = find_definition(tree, owner, name)
@@ -154,6 +157,9 @@ def candidate_calls(
         add(arguments, "call site", instances[0])
     for arguments in doctest_calls(examples, definition, owner, name):
         add(arguments, "doctest", instances[0])
+    for arguments in [c.arguments for c in found][:2]:  # the words people wrote, cased
+        for variant in case_variants(arguments):
+            add(variant, "values", instances[0])
     for arguments in proposals:
         add(arguments, "model", instances[0])
     fill_pools(parameters, definition, tree, classes, factory, module.values)
@@ -161,6 +167,7 @@ def candidate_calls(
         held_keys(name, parameters)
     refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
     calls = combinations(parameters)
+    people = [(c.arguments, c.origin) for c in found if c.origin != "model"][:2]
     sequenced = []
     if owner and instances[0] not in (None, owner):  # on an instance other calls filled
         shared = parameters[0].pool[0] if parameters and parameters[0].pool else None
@@ -173,12 +180,21 @@ def candidate_calls(
             sequenced += [
                 Candidate(a, str(i), "sequence", setup) for i in plain for a, _ in calls[:1]
             ]
+        if returns_itself(definition):  # a builder's setter: its effect shows through a reader
+            chained = followed_calls(
+                classes[owner], people + calls[:1], instances[0], module, factory
+            )
+            # On what was put in (an empty table draws None), unless this is what puts it in.
+            growing = name in changing_methods(classes[owner])[1]
+            steps = [s for s in found_setups if len(s) == 1][:2] + [()] * growing or [()]
+            sequenced = [replace(c, setup=s) for s in steps for c in chained[:3]] + sequenced
     sequenced = sequenced[:SEQUENCED]
     made, wrapper = result_class(definition, owner, classes), returned_function(definition)
     if made:  # an object of the module's whose behaviour shows when it is used: `.parse(...)`
         # The calls people wrote first (`parser.parse('2 * x')`): valid input, read back.
-        firsts = [(c.arguments, c.origin) for c in found if c.origin != "model"][:2] + calls
-        followed = followed_calls(classes[made], firsts[:3], instances[0], module, factory)
+        followed = followed_calls(
+            classes[made], (people + calls)[:3], instances[0], module, factory
+        )
         sequenced += followed[:FOLLOWED]
     elif wrapper is not None:  # a decorator's wrapper: applied, then called
         sequenced += applied_calls(wrapper, calls[:3], instances[0], module, factory)[:FOLLOWED]
@@ -203,11 +219,13 @@ def setups(
     factory: InstanceFactory,
 ) -> list[tuple[tuple[str, str], ...]]:
     """What to call on a fresh instance before the method, most telling first: the class's
-    mutators that take arguments, in order, each given the method's own first value `shared`
-    (what is put in is what is then looked for: `add('abc')` before `search('abc')`), as
-    people call it, and its own base call, each alone and followed by the first mutator that
-    takes none (`finalize()`): a keyword tree searched, a cache read, only after something was
-    put in. The caller keeps the first four."""
+    mutators that take arguments as people call them (call sites, the README, docstrings:
+    `setSolarDate(2017, 6, 24)`, `add_rows([['Name', 'Age'], ...])`), the first two, then
+    each in order given the method's own first value `shared` (what is put in is what is then
+    looked for: `add('abc')` before `search('abc')`) and its own base call, each alone and
+    followed by the first mutator that takes none (`finalize()`): a keyword tree searched, a
+    cache read, only after something was put in. The caller keeps the first four."""
+    written: list[tuple[str, str]] = []  # as people call them: `setSolarDate(2017, 6, 24)`
     steps: list[tuple[str, str]] = []
     finishing: list[tuple[str, str]] = []
     for method in mutators(node):
@@ -217,12 +235,15 @@ def setups(
         if not parameters:
             finishing.append((method.name, ""))
             continue
+        people = call_sites(method.name, True, factory.sources)
+        people += doctest_calls(module.examples, method, node.name, method.name)
+        written += [(method.name, arguments) for arguments in people[:1]]
         if len(steps) >= 4:
             continue
         parameters, refused = pooled(method, node, module, factory)
         given = [shared] if shared is not None else []
-        sites = call_sites(method.name, True, factory.sources)[:1]  # `setSolarDate(2017, 6, 24)`
-        steps += [(method.name, a) for a in [*sites, *first_calls(parameters, refused, given, 1)]]
+        steps += [(method.name, a) for a in first_calls(parameters, refused, given, 1)]
+    steps = written[:2] + steps
     found: list[tuple[tuple[str, str], ...]] = []
     for step in steps:
         found.append((step,))
@@ -336,14 +357,15 @@ class ModuleFacts:
 
 
 @lru_cache(maxsize=32)
-def module_facts(source: str) -> ModuleFacts:
+def module_facts(source: str, imported: tuple[str, ...] = ()) -> ModuleFacts:
     """Worked out once per module text: every test and sample_data job of a module's functions
-    reads the same (SyntaxError as ast.parse raises it)."""
+    reads the same (SyntaxError as ast.parse raises it). The words of the modules it imports
+    from its own package follow its own: the tables its functions read often live there."""
     tree = ast.parse(source)
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     examples = example_trees(tree)
     constructions = doctest_constructions(examples, classes)
-    values = (literals(tree), words(tree))
+    values = (literals(tree), list(dict.fromkeys(words(tree) + imported_words(imported))))
     imports, patterns = imported_names(tree), module_patterns(tree)
     return ModuleFacts(tree, classes, examples, constructions, values, imports, patterns)
 
@@ -371,25 +393,3 @@ def held_keys(method: str, parameters: list[Parameter]) -> None:
     first = parameters[0]
     if method in KEY_METHODS or first.name in KEY_NAMES:
         first.pool = list(dict.fromkeys(["'a'", *first.pool[:2], "'z'"]))
-
-
-def combinations(parameters: list[Parameter]) -> list[tuple[str, str]]:
-    """A base call (each required parameter's first value, distinct values for parameters of
-    one type so that `f(1, 1, 1)` is not the base; defaults left to the signature) and, for
-    each parameter, the base with one of its other values: the one-at-a-time variations that
-    tell which parameter a behaviour depends on."""
-    required = [p for p in parameters if p.default is None]
-    if any(not p.pool for p in required):
-        return []
-    base: dict[str, str] = {}
-    for parameter in required:
-        used = set(base.values())
-        base[parameter.name] = next((v for v in parameter.pool if v not in used), parameter.pool[0])
-    calls = [(", ".join(call_arguments(parameters, base)), "types")]
-    for parameter in parameters:
-        for value in parameter.pool:
-            if value != base.get(parameter.name, parameter.default):
-                chosen = base | {parameter.name: value}
-                origin = "boundary" if value in parameter.boundaries else "values"
-                calls.append((", ".join(call_arguments(parameters, chosen)), origin))
-    return list(dict.fromkeys(calls))

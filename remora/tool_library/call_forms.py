@@ -172,3 +172,13 @@ def restoring(keys: Sequence[str], function: str) -> tuple[str, list[str], list[
         f"    monkeypatch.setattr({owner}, {name!r}, {owner}.{name})" for owner, name in pairs
     ]
     return "monkeypatch", lines, list(dict.fromkeys(owner for owner, _ in pairs))
+
+
+def asserted_equal(call: str, value: str) -> list[str]:
+    """`assert call == value`; a text of several lines written one line of it per line of
+    code, as its author would lay out the table it draws."""
+    text = ast.literal_eval(value) if value[:1] in "'\"" else None  # not `Decimal('1.5')`
+    if not isinstance(text, str) or text.count("\n") < 2:
+        return [f"    assert {call} == {value}"]
+    pieces = [f"        {piece!r}" for piece in text.splitlines(keepends=True)]
+    return [f"    assert {call} == (", *pieces, "    )"]

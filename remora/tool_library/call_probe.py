@@ -35,6 +35,9 @@ import time
 CALL_SECONDS = 2
 """How long one call may run before it counts as hanging (not pinned)."""
 REPR_LIMIT = 2000
+TEXT_LIMIT = 1500
+"""A returned text of several lines (a table drawn, a report) is pinned up to this length, and
+written line by line; any other value only up to 300 characters."""
 GENERATED_ITEMS = 50
 """Items of a returned generator listed; more, and its items are not pinned."""
 
@@ -442,7 +445,8 @@ def literal(value):
         same = (kind is type(value) or derived) and again == value
     except Exception:
         same = False
-    return text if same and len(text) <= 300 else None
+    limit = TEXT_LIMIT if isinstance(value, str) and "\n" in value else 300
+    return text if same and len(text) <= limit else None
 
 
 def public_state(instance):

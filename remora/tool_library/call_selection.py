@@ -207,7 +207,8 @@ def other_values(
 
 def rewrite(candidate: Mapping[str, Any], seen: Mapping[str, Any]) -> tuple[str, str] | None:
     """How a call that takes one text and returns one changed it: what differs after their
-    common beginning (`'person'` -> `'people'` is `('rson', 'ople')`), or None for other calls."""
+    common beginning (`'person'` -> `'people'` is `('rson', 'ople')`), or None for other calls.
+    Case counts: a word in capitals that stays in capitals is a rule of its own."""
     parts = split_arguments(str(candidate.get("arguments")))
     try:
         texts = [ast.literal_eval(part) for part in parts]
@@ -221,7 +222,7 @@ def rewrite(candidate: Mapping[str, Any], seen: Mapping[str, Any]) -> tuple[str,
         (i for i, (a, b) in enumerate(zip(given[0], result, strict=False)) if a != b),
         min(len(given[0]), len(result)),
     )
-    return given[0][common:].lower(), result[common:].lower()
+    return given[0][common:], result[common:]  # 'APPLE' -> 'APPLES' keeps case: another rule
 
 
 def gain(

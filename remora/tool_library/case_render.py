@@ -17,6 +17,7 @@ from typing import Any
 
 from remora.tool_library.call_forms import (
     STATEMENTS,
+    asserted_equal,
     followed_call,
     is_operator,
     method_call,
@@ -121,6 +122,7 @@ def plain_return(seen: Mapping[str, Any]) -> bool:
     return (
         seen.get("outcome") == "returned"
         and seen.get("value") not in (None, "None")
+        and len(str(seen.get("value"))) <= 300  # a drawn table is no row of a table
         and not seen.get("mutated")
         and not seen.get("instance")
     )
@@ -139,8 +141,7 @@ def example_tables(
         names = argument_names(str(item["candidate"]["arguments"]), parameters)
         if names is None:
             continue
-        candidate = item["candidate"]
-        built = (candidate.get("instance"), repr(candidate.get("setup")))
+        built = (item["candidate"].get("instance"), repr(item["candidate"].get("setup")))
         key = (*built, tuple(names), bool(item["seen"].get("generator")))
         groups.setdefault(key, []).append(item)
     return [rows for rows in groups.values() if len(rows) >= 2]
@@ -302,7 +303,7 @@ def render_one(
         elif value == "None":
             lines.append(f"    assert {call} is None")
         elif value is not None:
-            lines.append(f"    assert {call} == {value}")
+            lines += asserted_equal(call, value)
             names += list(seen.get("value_names") or [])
         else:
             lines.append(f"    result = {call}")

@@ -43,6 +43,7 @@ async def explore_calls(
     module: str,
     import_root: str,
     project_sources: Mapping[str, str],
+    imported_sources: Sequence[str] = (),
     probe: Probe,
     draft: Draft | None,
     temperatures: Sequence[float],
@@ -92,11 +93,18 @@ async def explore_calls(
                 observed[candidate.key] = [writable(run["results"][index]) for run in runs]
         return [[observed[c.key][i] for c in checked] for i in range(PROBE_RUNS)]
 
+    def candidates_of(
+        proposals: Sequence[str] = (), constructors: Sequence[str] = ()
+    ) -> list[Candidate]:
+        return candidate_calls(
+            source, target, project_sources, proposals, constructors, imported_sources
+        )
+
     if model == "always":
         proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
-        candidates = candidate_calls(source, target, project_sources, proposals, constructors)
+        candidates = candidates_of(proposals, constructors)
     else:
-        candidates = candidate_calls(source, target, project_sources)
+        candidates = candidates_of()
     checked = [candidate for candidate in candidates if allowed(candidate, target, source)]
     runs = await probed(checked)
     chosen = select_calls([c.as_dict() for c in checked], runs, classes, module, target)
@@ -110,7 +118,7 @@ async def explore_calls(
     ):
         proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
         known = {c.key for c in candidates}
-        offered = candidate_calls(source, target, project_sources, proposals, constructors)
+        offered = candidates_of(proposals, constructors)
         added = [c for c in offered if c.origin == "model" and c.key not in known]
         if added:
             candidates += added

@@ -123,6 +123,17 @@ def words(tree: ast.Module) -> list[str]:
     return list(dict.fromkeys(repr(value) for _, _, value in sorted(found)))
 
 
+def imported_words(texts: tuple[str, ...]) -> list[str]:
+    """The `words` of each module text that parses, in order."""
+    found: list[str] = []
+    for text in texts:
+        try:
+            found += words(ast.parse(text))
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            continue
+    return found
+
+
 def literals(tree: ast.Module) -> list[str]:
     """Short number and string literals anywhere in the module, most frequent first."""
     counts: dict[str, int] = {}
@@ -135,3 +146,25 @@ def literals(tree: ast.Module) -> list[str]:
         ):
             counts[repr(value)] = counts.get(repr(value), 0) + 1
     return sorted(counts, key=lambda text: -counts[text])[:40]
+
+
+def case_variants(arguments: str) -> list[str]:
+    """A call people wrote with its first lower-case word argument in capitals and capitalised
+    (`plural('apple')` gives `plural('APPLE')`, `plural('Apple')`): text code branches on case
+    (keeping a word's case in what it returns, title-casing), and only the written word is
+    sure to be one the code knows."""
+    try:
+        call = ast.parse(f"_({arguments})", mode="eval").body
+    except SyntaxError:
+        return []
+    assert isinstance(call, ast.Call)
+    for node in [*call.args, *(keyword.value for keyword in call.keywords)]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            word = node.value
+            if len(word) > 1 and word.isalpha() and word.islower():
+                found = []
+                for cased in (word.upper(), word.capitalize()):
+                    node.value = cased
+                    found.append(ast.unparse(call)[2:-1])
+                return found
+    return []

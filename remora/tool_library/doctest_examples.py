@@ -53,7 +53,7 @@ def example_trees(tree: ast.Module) -> list[Example]:
         bound: dict[str, ast.expr] = {}
         # Without `>>>`, usage shown as code lines (`assert p.plural('apple') == 'apples'`,
         # under "Usage:" or in a code block): each line that parses alone and calls something.
-        for example in sources or [parsed(line) for line in docstring.splitlines()]:
+        for example in sources or [parsed(code) for code in code_lines(docstring.splitlines())]:
             if example is None:
                 continue
             example = with_bound(example, bound)  # `>>> argv = [...]`, then `f(doc, argv)`
@@ -87,6 +87,32 @@ def continued(docstring: str, example: doctest.Example) -> ast.Module | None:
 
 MAX_CONTINUED = 40
 """Lines a statement of an example may continue over."""
+
+
+def code_lines(lines: list[str]) -> list[str]:
+    """The statements among lines of text that are not all code (a usage section, a README
+    block with output in it): each line that parses alone, or that opens brackets the next
+    lines close (`table.add_rows([[...],` over four lines), with those lines. Linear in the
+    lines but for at most MAX_CONTINUED lines looked ahead from an opening bracket."""
+    found = []
+    index = 0
+    while index < len(lines):
+        line, index = lines[index].strip(), index + 1
+        depth, end = opened(line), index
+        while depth > 0 and end < len(lines) and end - index < MAX_CONTINUED:
+            depth, end = depth + opened(lines[end]), end + 1
+        if depth == 0 and end > index and parsed(text := "\n".join([line, *lines[index:end]])):
+            found.append(text)
+            index = end
+        elif line and parsed(line):
+            found.append(line)
+    return found
+
+
+def opened(line: str) -> int:
+    """How many more brackets the line opens than it closes (in strings too: a guess that the
+    parse which follows confirms)."""
+    return sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
 
 
 def with_bound(example: ast.Module, bound: dict[str, ast.expr]) -> ast.Module:

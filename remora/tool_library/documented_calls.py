@@ -10,7 +10,7 @@ Examples are taken from doctest lines (`>>> `, read by the standard library's Do
 Markdown code fences (```` ```python ````, or without a language), and reStructuredText code
 blocks (`.. code-block:: python`, `.. code:: python`, a paragraph ending in `::`). A block that
 does not parse as a whole (console prompts, output lines, an elided `...`) is read line by line,
-each line that parses alone kept.
+each line that parses alone kept, or with the lines that close the brackets it opens.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import textwrap
 from collections.abc import Callable
 from functools import lru_cache
 
-from remora.tool_library.doctest_examples import with_bound
+from remora.tool_library.doctest_examples import code_lines, with_bound
 
 DOCUMENT_SUFFIXES = (".md", ".rst", ".txt", ".markdown")
 DOCUMENT_FOLDERS = ("docs", "doc")
@@ -144,17 +144,12 @@ def rst_blocks(lines: list[str]) -> list[tuple[int, str]]:
 
 
 def statements(block: str) -> list[str]:
-    """The block as one statement text when it parses, else each line that parses alone (with
-    its prompt taken off)."""
+    """The block as one statement text when it parses, else each line that parses alone or with
+    the lines that close its brackets (its prompt taken off)."""
     block = textwrap.dedent(block).strip("\n")
     if parses(block):
         return [block] if block.strip() else []
-    found = []
-    for line in block.splitlines():
-        line = PROMPT.sub("", line.strip(), count=1)
-        if line and parses(line):
-            found.append(line)
-    return found
+    return code_lines([PROMPT.sub("", line.strip(), count=1) for line in block.splitlines()])
 
 
 def parses(code: str) -> bool:

@@ -5,6 +5,7 @@ the files (the workspace)."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 
 PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
@@ -20,6 +21,37 @@ def module_of(path: str, exists: Callable[[str], bool]) -> tuple[str, str]:
         names.insert(0, folder.rsplit("/", 1)[-1])
         folder = parent(folder)
     return ".".join(names), folder
+
+
+def own_imports(path: str, source: str, exists: Callable[[str], bool]) -> list[str]:
+    """The files of the modules the file imports from its own package (`from .rules import
+    RULES`, `from . import rules`, `from pkg.rules import RULES`) that exist: where the tables
+    its functions read often live (a pluralizer's irregular words). At most MAX_IMPORTED."""
+    module, root = module_of(path, exists)
+    package = module.split(".") if path.endswith("__init__.py") else module.split(".")[:-1]
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or not package:
+            continue
+        named = (node.module or "").split(".") if node.module else []
+        if 0 < node.level <= len(package):
+            base = package[: len(package) - node.level + 1]
+        elif not node.level and named[:1] == package[:1]:
+            base = []
+        else:
+            continue
+        dotted = [[*base, *named]] if named else [[*base, alias.name] for alias in node.names]
+        for parts in dotted:
+            folder = joined(root, "/".join(parts))
+            found += [f for f in (folder + ".py", joined(folder, "__init__.py")) if exists(f)][:1]
+    return [file for file in dict.fromkeys(found) if file != path][:MAX_IMPORTED]
+
+
+MAX_IMPORTED = 5
 
 
 def project_of(path: str, exists: Callable[[str], bool]) -> str:

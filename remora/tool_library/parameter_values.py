@@ -364,3 +364,25 @@ def call_arguments(parameters: Sequence[Parameter], chosen: Mapping[str, str]) -
         by_keyword = parameter.keyword_only or parameter.default is not None
         parts.append(f"{parameter.name}={value}" if by_keyword else value)
     return parts
+
+
+def combinations(parameters: list[Parameter]) -> list[tuple[str, str]]:
+    """A base call (each required parameter's first value, distinct values for parameters of
+    one type so that `f(1, 1, 1)` is not the base; defaults left to the signature) and, for
+    each parameter, the base with one of its other values: the one-at-a-time variations that
+    tell which parameter a behaviour depends on."""
+    required = [p for p in parameters if p.default is None]
+    if any(not p.pool for p in required):
+        return []
+    base: dict[str, str] = {}
+    for parameter in required:
+        used = set(base.values())
+        base[parameter.name] = next((v for v in parameter.pool if v not in used), parameter.pool[0])
+    calls = [(", ".join(call_arguments(parameters, base)), "types")]
+    for parameter in parameters:
+        for value in parameter.pool:
+            if value != base.get(parameter.name, parameter.default):
+                chosen = base | {parameter.name: value}
+                origin = "boundary" if value in parameter.boundaries else "values"
+                calls.append((", ".join(call_arguments(parameters, chosen)), origin))
+    return list(dict.fromkeys(calls))

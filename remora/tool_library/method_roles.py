@@ -1,0 +1,201 @@
+"""What a class's methods do with their instance, read from their code: those that put something
+into it (`mutators`, called on a fresh instance before the method a test is about), those that
+read it (`readers`, called on an object another call returned), those that give it back
+(`returns_itself`: a builder's setters), and the class or function a call returns."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+
+GROWING = frozenset({"append", "add", "extend", "insert", "update", "setdefault", "appendleft"})
+"""Methods of a held list, set or dict that put something in it."""
+NOT_MUTATORS = frozenset(
+    {"property", "setter", "staticmethod", "classmethod", "abstractmethod", "contextmanager"}
+)
+"""Decorators (by their last name: `x.setter`, `contextlib.contextmanager`) of a method that is
+no call putting something into an instance."""
+
+
+def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
+    """The class's public methods that put something into the instance: they assign one of its
+    attributes (`self.count += 1`, `self.items[key] = value`) or grow one it holds
+    (`self.receivers.append(...)`, `self._words.add(...)`), those taking arguments first (they
+    add, where one without finishes: `finalize()`), and of those the ones that grow what it
+    holds before the ones that only set an attribute (a table's `add_row` before its
+    `set_max_width`: its readers draw what was put in). Properties, static and class methods are
+    left out; a test calls these on the instance before the method it tests. Of the special
+    methods only `__setitem__`: a container that is not a dict (a cache, a registry) is filled
+    by `store[key] = value` before its readers (`get`, `peek`, `pop`) are asked for the key."""
+    changing, growing = changing_methods(node)
+    found: list[ast.FunctionDef] = []
+    for method in node.body:
+        if not isinstance(method, ast.FunctionDef) or method.name not in changing:
+            continue
+        if method.name.startswith("_") and method.name != "__setitem__":
+            continue
+        names = {ast.unparse(d).rsplit(".", 1)[-1] for d in method.decorator_list}
+        if names & NOT_MUTATORS:
+            continue
+        if any(isinstance(inner, ast.Yield | ast.YieldFrom) for inner in ast.walk(method)):
+            continue  # a generator changes nothing until it is iterated
+        found.append(method)
+
+    def order(method: ast.FunctionDef) -> tuple[bool, bool]:
+        only_self = len(method.args.args) + len(method.args.kwonlyargs) == 1
+        return only_self, method.name not in growing
+
+    return sorted(found, key=order)
+
+
+def changing_methods(node: ast.ClassDef) -> tuple[set[str], set[str]]:
+    """The names of the class's methods that change its instance, and of those that grow what
+    it holds (`self.rows.append(...)`, `+= 1`, `self.items[key] = value`) rather than only set
+    an attribute: directly, or by calling such a method of its own (`add_rows` calling
+    `self.add_row`)."""
+    methods = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.args.args]
+    changing = {m.name for m in methods if any(changes(n, m.args.args[0].arg) for n in ast.walk(m))}
+    growing = {m.name for m in methods if m.name == "__setitem__" or fills(m)}
+    for names in (changing, growing):
+        while more := {m.name for m in methods if m.name not in names and calls_own(m, names)}:
+            names |= more
+    return changing, growing
+
+
+def fills(method: ast.FunctionDef) -> bool:
+    """Whether a method's own statements grow what its instance holds."""
+    this = method.args.args[0].arg
+    return any(
+        changes(n, this)
+        for n in ast.walk(method)
+        if isinstance(n, ast.Call | ast.AugAssign)
+        or (isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Subscript))
+    )
+
+
+def calls_own(method: ast.FunctionDef, names: set[str]) -> bool:
+    """Whether the method calls one of `names` on its own instance (`self.add_row(row)`)."""
+    this = method.args.args[0].arg
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == this
+        and n.func.attr in names
+        for n in ast.walk(method)
+    )
+
+
+def changes(node: ast.AST, this: str) -> bool:
+    """Whether a node assigns an attribute of `this` (or an item of one) or grows one."""
+
+    def held(target: ast.expr) -> bool:  # self.x, self.x[k], self.x.y
+        if isinstance(target, ast.Tuple | ast.List):  # `self.year, self.month = year, month`
+            return any(held(element) for element in target.elts)
+        while isinstance(target, ast.Subscript | ast.Attribute | ast.Starred):
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                return target.value.id == this
+            target = target.value
+        return False
+
+    if isinstance(node, ast.Assign):
+        return any(held(target) for target in node.targets)
+    if isinstance(node, ast.AugAssign | ast.AnnAssign):
+        return held(node.target)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in GROWING and held(node.func.value)
+    return False
+
+
+def result_class(
+    definition: ast.FunctionDef, owner: str, classes: Mapping[str, ast.ClassDef]
+) -> str:
+    """The module's class whose instance the function returns, or "": the one its return
+    annotation names (`-> Parser`, `-> "Parser"`, `-> Parser | None`, `-> Self` for its own
+    class), else, without one, the class every `return` of its own body constructs."""
+    if definition.returns is not None:
+        words = re.findall(r"[A-Za-z_]\w*", ast.unparse(definition.returns))
+        named = [owner if word == "Self" else word for word in words if word not in UNNAMED]
+        return named[0] if len(named) == 1 and named[0] in classes else ""
+    returns = [node for node in own_nodes(definition) if isinstance(node, ast.Return)]
+    made = {
+        node.value.func.id if isinstance(node.value.func, ast.Name) else ""
+        for node in returns
+        if isinstance(node.value, ast.Call)
+    }
+    if len(made) != 1 or len(returns) != sum(isinstance(r.value, ast.Call) for r in returns):
+        return ""
+    (name,) = made
+    return name if name in classes else ""
+
+
+UNNAMED = frozenset({"Optional", "None", "typing", "t"})
+"""Words of a return annotation that name no class of its own: `Optional[...]`, `typing.X`."""
+
+
+def own_nodes(definition: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of a function's body, not those of functions and classes defined inside it."""
+    found: list[ast.AST] = []
+    stack: list[ast.AST] = list(definition.body)
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def readers(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast.FunctionDef]:
+    """The class's public methods that give back something other than one of its own kind
+    (a parser's `parse(text)`, not its `then(other)`): what a test asks of an object another
+    call returned, whose behaviour shows only then. Not properties, static or class methods,
+    generators, nor the methods that put something into the instance (`mutators`) but those
+    that take nothing and give back a value (a table's `draw()`, which keeps its widths)."""
+    changing = {id(method) for method in mutators(node)}
+    found: list[ast.FunctionDef] = []
+    for method in node.body:
+        if not isinstance(method, ast.FunctionDef) or method.name.startswith("_"):
+            continue
+        names = {ast.unparse(d).rsplit(".", 1)[-1] for d in method.decorator_list}
+        if names & NOT_MUTATORS or not method.args.args:
+            continue
+        if id(method) in changing and (len(method.args.args) > 1 or not gives_value(method)):
+            continue  # what puts something in; not a table's `draw()` that keeps its widths
+        if any(isinstance(inner, ast.Yield | ast.YieldFrom) for inner in own_nodes(method)):
+            continue
+        if not returns_itself(method) and result_class(method, node.name, classes) != node.name:
+            found.append(method)
+    return found
+
+
+def gives_value(method: ast.FunctionDef) -> bool:
+    """Whether a `return` of the method's own body gives back a value."""
+    return any(
+        isinstance(inner, ast.Return) and inner.value is not None for inner in own_nodes(method)
+    )
+
+
+def returns_itself(method: ast.FunctionDef) -> bool:
+    """Whether a method gives back its own instance (`return self`): a builder's setter."""
+    if not method.args.args:
+        return False
+    this = method.args.args[0].arg
+    return any(
+        isinstance(inner, ast.Return)
+        and isinstance(inner.value, ast.Name)
+        and inner.value.id == this
+        for inner in own_nodes(method)
+    )
+
+
+def returned_function(definition: ast.FunctionDef) -> ast.FunctionDef | None:
+    """The function defined in the body that every `return` of it gives back (a decorator's
+    `wrapper`), or None."""
+    nodes = own_nodes(definition)  # a `def` under an `if` too; not one inside another `def`
+    inner = {node.name: node for node in nodes if isinstance(node, ast.FunctionDef)}
+    returns = [node for node in nodes if isinstance(node, ast.Return)]
+    names = {ast.unparse(node.value) if node.value is not None else "" for node in returns}
+    if len(names) != 1:
+        return None
+    return inner.get(names.pop())

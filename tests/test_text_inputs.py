@@ -1,0 +1,88 @@
+"""Text inputs for a function that rewrites words: the words people wrote, also in capitals (text
+code keeps a word's case), and the words of the tables its module imports from its own package
+(a pluralizer's irregular words live in a rules module beside it). Written on a package made for
+these tests, not on a library of the benchmark's pool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remora.tool_library.code_literals import case_variants
+from remora.tool_library.module_paths import own_imports
+from tests.test_call_exploration import analyze, make_project, passes_under_pytest, written
+
+RULES = """IRREGULAR = [("child", "children"), ("goose", "geese")]
+UNCOUNTABLE = ["sheep"]
+"""
+
+PLURALS = '''from .rules import IRREGULAR, UNCOUNTABLE
+
+IRREGULARS = dict(IRREGULAR)
+
+
+def restore_case(word, token):
+    if word.isupper():
+        return token.upper()
+    if word[:1].isupper():
+        return token.capitalize()
+    return token
+
+
+def plural(word: str) -> str:
+    """The plural of a word.
+
+    >>> plural("book")
+    'books'
+    """
+    token = word.lower()
+    if token in UNCOUNTABLE:
+        return word
+    if token in IRREGULARS:
+        return restore_case(word, IRREGULARS[token])
+    return restore_case(word, token + "s")
+'''
+
+
+def test_a_word_is_tried_in_capitals_and_with_the_words_of_the_tables_it_imports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = make_project(tmp_path, {"rules": RULES, "plurals": PLURALS})
+    results = analyze(project, "pkg/plurals.py", capsys, monkeypatch)
+    text = written(results["plural"], "tests/test_plurals_plural.py", project)
+    assert "('book', 'books')" in text, text
+    assert "('BOOK', 'BOOKS')" in text, text  # the case kept: a branch of its own
+    assert "('child', 'children')" in text, text  # an irregular word of the imported table
+    assert "('sheep', 'sheep')" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_the_modules_a_file_imports_from_its_own_package() -> None:
+    files = {
+        "src/pkg/__init__.py",
+        "src/pkg/plurals.py",
+        "src/pkg/rules.py",
+        "src/pkg/data/__init__.py",
+        "src/pkg/data/words.py",
+    }
+    source = (
+        "import os\n"
+        "from .rules import IRREGULAR\n"
+        "from . import data\n"
+        "from pkg.data.words import WORDS\n"
+        "from .. import elsewhere\n"  # beyond the top package: Python refuses it too
+        "from other.rules import THINGS\n"
+        "from .plurals import plural\n"  # itself
+    )
+    found = own_imports("src/pkg/plurals.py", source, files.__contains__)
+    assert found == ["src/pkg/rules.py", "src/pkg/data/__init__.py", "src/pkg/data/words.py"]
+    assert own_imports("src/pkg/plurals.py", "from .rules import (", files.__contains__) == []
+
+
+def test_only_a_lower_case_word_is_cased() -> None:
+    assert case_variants("'apple', 2") == ["'APPLE', 2", "'Apple', 2"]
+    assert case_variants("word='goose'") == ["word='GOOSE'", "word='Goose'"]
+    assert case_variants("'Apple'") == []  # already cased: as written
+    assert case_variants("'a-b', 'x'") == []  # neither a word of two letters or more
+    assert case_variants("3") == []
