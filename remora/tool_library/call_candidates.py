@@ -157,7 +157,7 @@ def candidate_calls(
         add(arguments, "call site", instances[0])
     for arguments in doctest_calls(examples, definition, owner, name):
         add(arguments, "doctest", instances[0])
-    for arguments in [c.arguments for c in found][:2]:  # the words people wrote, cased
+    for arguments in [c.arguments for c in found][:1]:  # the word people wrote, cased
         for variant in case_variants(arguments):
             add(variant, "values", instances[0])
     for arguments in proposals:
