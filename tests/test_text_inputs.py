@@ -86,3 +86,35 @@ def test_only_a_lower_case_word_is_cased() -> None:
     assert case_variants("'Apple'") == []  # already cased: as written
     assert case_variants("'a-b', 'x'") == []  # neither a word of two letters or more
     assert case_variants("3") == []
+
+
+STACK = """class List(list):
+    def __init__(self, *items):
+        super().__init__(items)
+        self.frozen = False
+
+    def push(self, item):
+        if self.frozen:
+            raise ValueError("frozen")
+        self.append(item)
+
+    def freeze(self):
+        self.frozen = True
+"""
+
+
+def test_a_collection_is_asserted_by_what_it_holds_and_never_hides_a_builtin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list subclass whose method returns None and changes only what it holds: the test
+    makes the call and compares the instance with a list (it had "changed nothing a test can
+    see"); the instance is not called `list`, which would hide the builtin, and a flag is
+    asserted with `is` (`== True` is what linters flag)."""
+    project = make_project(tmp_path, {"stack": STACK})
+    results = analyze(project, "pkg/stack.py", capsys, monkeypatch)
+    text = written(results["List.push"], "tests/test_stack_List_push.py", project)
+    assert "    list_.push(3)\n    assert list_ == [[3, 1, 2], 3]\n" in text, text  # *items
+    assert "list = " not in text and "is None" not in text
+    text = written(results["List.freeze"], "tests/test_stack_List_freeze.py", project)
+    assert "    list_.freeze()\n    assert list_.frozen is True\n" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

@@ -179,6 +179,25 @@ def asserted_equal(call: str, value: str) -> list[str]:
     code, as its author would lay out the table it draws."""
     text = ast.literal_eval(value) if value[:1] in "'\"" else None  # not `Decimal('1.5')`
     if not isinstance(text, str) or text.count("\n") < 2:
-        return [f"    assert {call} == {value}"]
+        return [f"    assert {call} {compared(value)} {value}"]
     pieces = [f"        {piece!r}" for piece in text.splitlines(keepends=True)]
     return [f"    assert {call} == (", *pieces, "    )"]
+
+
+MAX_STATE_ASSERTS = 4
+"""Attributes asserted after a call: the ones that show the behaviour, not a dump."""
+
+
+def state_asserts(variable: str, state: Mapping[str, Any] | None) -> list[str]:
+    """An object's state asserted: what a dict, list or set holds (key "==") compared with the
+    object itself, each attribute through its name."""
+    items = list((state or {}).items())[:MAX_STATE_ASSERTS]
+    return [
+        f"    assert {variable}{'' if n == '==' else '.' + n} {compared(t)} {t}" for n, t in items
+    ]
+
+
+def compared(text: str) -> str:
+    """The comparison a test asserts a value with: `is` for None, True and False (`== None` is
+    what linters flag: E711, E712), else `==`."""
+    return "is" if text in ("None", "True", "False") else "=="

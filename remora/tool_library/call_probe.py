@@ -450,12 +450,18 @@ def literal(value):
 
 
 def public_state(instance):
-    """The instance's public attributes whose values read back as literals."""
+    """The instance's public attributes whose values read back as literals; for a dict, list or
+    set of a class of the module's, first what it holds, under "==" (the test compares the
+    instance itself: `assert d == {'a': 1}`)."""
+    found = {}
+    if isinstance(instance, (dict, list, set)):
+        text = literal(instance)
+        if text is not None:
+            found["=="] = text
     try:
         items = sorted(vars(instance).items())
     except TypeError:
-        return {}
-    found = {}
+        return found
     for name, value in items:
         if not name.startswith("_"):
             text = literal(value)

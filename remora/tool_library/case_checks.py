@@ -123,7 +123,9 @@ def writable(seen: Mapping[str, Any]) -> dict[str, Any]:
         if state is None:
             continue
         entries = state.items() if isinstance(state, Mapping) else []
-        values = {name: data_literal(text) for name, text in entries if code_name(name)}
+        values = {
+            name: data_literal(text) for name, text in entries if code_name(name) or name == "=="
+        }
         # A mutated argument's None says it changed to no literal (which a test cannot pin,
         # but the selection counts); state entries are pinned or left out.
         keep_none = key == "mutated"

@@ -5,6 +5,7 @@ from the base call the others vary (one or two parameters with their values as w
 from __future__ import annotations
 
 import ast
+import builtins
 import keyword
 import re
 from collections.abc import Mapping, Sequence
@@ -110,6 +111,11 @@ def instance_variable(owner: str) -> str:
     """The variable a method's tests hold the instance in: the class's name in snake_case, with
     a trailing underscore where that is a keyword (`class Lambda`: `lambda_`) or the class's
     own name (`class immutabledict`: `immutabledict_`, where `immutabledict = immutabledict()`
-    made the name local and the test fail with UnboundLocalError)."""
+    made the name local and the test fail with UnboundLocalError) or a builtin's (`class Dict`:
+    `dict_`, not a `dict` that hides the builtin from the rest of the test)."""
     variable = snake(owner)
-    return variable + "_" if keyword.iskeyword(variable) or variable == owner else variable
+    hidden = keyword.iskeyword(variable) or variable == owner or variable in BUILTIN_NAMES
+    return variable + "_" if hidden else variable
+
+
+BUILTIN_NAMES = frozenset(dir(builtins))

@@ -25,6 +25,7 @@ from remora.tool_library.call_forms import (
     receiver,
     restoring,
     source_of,
+    state_asserts,
     steps_of,
     writable_step,
 )
@@ -39,8 +40,6 @@ from remora.tool_library.case_checks import (
 )
 from remora.tool_library.case_names import describe, instance_variable, named_test, snake
 
-MAX_STATE_ASSERTS = 4
-"""Attributes asserted after a call: the ones that show the behaviour, not a dump."""
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
 
@@ -293,13 +292,14 @@ def render_one(
         lines.append(f"    {call}")
         for parameter in variables:
             lines.append(f"    assert {parameter} == {mutated[parameter]}")
-        for attribute, text in list((seen.get("instance") or {}).items())[:MAX_STATE_ASSERTS]:
-            lines.append(f"    assert {variable}.{attribute} == {text}")
+        lines += state_asserts(variable, seen.get("instance"))
     else:
         value = seen.get("value")
         if value is not None and seen.get("type") == "float":
             uses_pytest = True
             lines.append(f"    assert {call} == pytest.approx({value})")
+        elif value == "None" and (seen.get("instance") or variables):
+            lines.append(f"    {call}")  # what it changed is asserted below
         elif value == "None":
             lines.append(f"    assert {call} is None")
         elif value is not None:
@@ -309,13 +309,11 @@ def render_one(
             lines.append(f"    result = {call}")
             if seen.get("attributes") is not None:
                 lines.append(f"    assert type(result).__name__ == {str(seen.get('type'))!r}")
-                for attribute, text in list(seen["attributes"].items())[:MAX_STATE_ASSERTS]:
-                    lines.append(f"    assert result.{attribute} == {text}")
+                lines += state_asserts("result", seen["attributes"])
         for parameter in variables:
             lines.append(f"    assert {parameter} == {mutated[parameter]}")
         if owner:
-            for attribute, text in list((seen.get("instance") or {}).items())[:MAX_STATE_ASSERTS]:
-                lines.append(f"    assert {variable}.{attribute} == {text}")
+            lines += state_asserts(variable, seen.get("instance"))
     test = finished(name, lines, owner, method, candidate, names, uses_pytest)
     test["imports"] = sorted({*test["imports"], *(seen.get("value_imports") or [])})
     return test
