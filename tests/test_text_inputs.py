@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.code_literals import case_variants
 from remora.tool_library.module_paths import own_imports
 from tests.test_call_exploration import analyze, make_project, passes_under_pytest, written
@@ -118,3 +119,21 @@ def test_a_collection_is_asserted_by_what_it_holds_and_never_hides_a_builtin(
     text = written(results["List.freeze"], "tests/test_stack_List_freeze.py", project)
     assert "    list_.freeze()\n    assert list_.frozen is True\n" in text, text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_an_isinstance_check_against_a_module_alias_leaves_the_str_methods_to_say_str() -> None:
+    """`isinstance(s, string_types)` (a module's `string_types = (str,)`) names no type a value
+    can be made of; the str methods the body calls on `s` do: it is given text, not 3."""
+    source = (
+        "string_types = (str,)\n\n\n"
+        "def normalize(symbol_string, strict=False):\n"
+        "    if not isinstance(symbol_string, string_types):\n"
+        "        raise TypeError('not a string')\n"
+        "    norm = symbol_string.replace('-', '').upper()\n"
+        "    if strict and norm != symbol_string:\n"
+        "        raise ValueError('requires normalization')\n"
+        "    return norm\n"
+    )
+    calls = [c.arguments for c in candidate_calls(source, "normalize")]
+    assert calls[0].startswith("'"), calls
+    assert "None" in calls  # what the check turns away

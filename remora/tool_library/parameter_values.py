@@ -117,9 +117,11 @@ def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
     for parameter in found:
         named = uses.get(parameter.name, "") or NAMED_TYPES.get(parameter.name, "")
         check = checked.get(parameter.name, "")
-        parameter.used_as = (
-            outer_type(check) if outer_type(check) in TYPE_VALUES else check
-        ) or named
+        builtin = outer_type(check) if outer_type(check) in TYPE_VALUES else ""
+        # A class (`Node`, `datetime.date`) says what it is; a lower-case alias the module
+        # binds (`string_types = (str,)`) says less than the str methods the body calls on it.
+        a_class = check if check[:1].isupper() or "." in check else ""
+        parameter.used_as = builtin or a_class or named or check
     return found
 
 
