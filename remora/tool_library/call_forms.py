@@ -37,6 +37,13 @@ PROTOCOL = {
     "__truediv__": "{0} / {1}",
     "__floordiv__": "{0} // {1}",
     "__mod__": "{0} % {1}",
+    # Reflected: the instance on the right of a value that does not take it (`{'a': 1} | d`).
+    "__radd__": "{1} + {0}",
+    "__rsub__": "{1} - {0}",
+    "__rmul__": "{1} * {0}",
+    "__ror__": "{1} | {0}",
+    "__rand__": "{1} & {0}",
+    "__rxor__": "{1} ^ {0}",
     "__neg__": "-{0}",
     "__abs__": "abs({0})",
     "__int__": "int({0})",
