@@ -22,9 +22,10 @@ import pytest
 
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
-from remora.tool_library.call_candidates import Candidate, candidate_calls
+from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.call_forms import is_operator, negated
 from remora.tool_library.call_selection import select_calls
+from remora.tool_library.candidate import Candidate
 from remora.tool_library.case_checks import pattern_literal, standard_imports, used_names
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.characterize import allowed, branches_left

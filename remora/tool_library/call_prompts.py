@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from remora.tool_library.call_candidates import find_definition
+from remora.tool_library.candidate import find_definition
 
 
 def constructor_prompt(source: str, owner: str) -> str:

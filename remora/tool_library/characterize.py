@@ -18,10 +18,11 @@ from typing import Any, Literal
 
 from coverage.parser import PythonParser
 
-from remora.tool_library.call_candidates import Candidate, candidate_calls, find_definition
+from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.call_prompts import call_prompt, constructor_prompt
 from remora.tool_library.call_selection import select_calls, stable
 from remora.tool_library.calls import Draft, continued_arguments
+from remora.tool_library.candidate import Candidate, find_definition
 from remora.tool_library.case_checks import writable
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.parameter_values import parameters_of

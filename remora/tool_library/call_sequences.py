@@ -1,0 +1,178 @@
+"""The calls made around the call under test: on its instance first (`setups`: what its class's
+mutators put in, as people call them), and on what it returned after (a reader of the object a
+call built, `followed_calls`; a builder's setter read through its reader, `read_after`; the
+function a decorator returned, called, `applied_calls`)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import replace
+
+from remora.tool_library.call_forms import source_of
+from remora.tool_library.call_sites import call_sites
+from remora.tool_library.callable_values import refusal
+from remora.tool_library.candidate import Candidate, ModuleFacts
+from remora.tool_library.doctest_examples import doctest_calls
+from remora.tool_library.method_roles import changing_methods, mutators, readers
+from remora.tool_library.parameter_values import (
+    InstanceFactory,
+    Parameter,
+    Refusal,
+    call_arguments,
+    combinations,
+    fill_pools,
+    literal_kind,
+    parameters_of,
+)
+
+SEQUENCED = 16
+"""Calls of a method on an instance other methods filled first (of MAX_CANDIDATES)."""
+
+
+def setups(
+    node: ast.ClassDef,
+    target: str,
+    shared: str | None,
+    module: ModuleFacts,
+    factory: InstanceFactory,
+) -> list[tuple[tuple[str, str], ...]]:
+    """What to call on a fresh instance before the method, most telling first: the class's
+    mutators that take arguments as people call them (call sites, the README, docstrings:
+    `setSolarDate(2017, 6, 24)`, `add_rows([['Name', 'Age'], ...])`), the first two, then
+    each in order given the method's own first value `shared` (what is put in is what is then
+    looked for: `add('abc')` before `search('abc')`) and its own base call, each alone and
+    followed by the first mutator that takes none (`finalize()`): a keyword tree searched, a
+    cache read, only after something was put in. The caller keeps the first four."""
+    written: list[tuple[str, str]] = []  # as people call them: `setSolarDate(2017, 6, 24)`
+    steps: list[tuple[str, str]] = []
+    finishing: list[tuple[str, str]] = []
+    for method in mutators(node):
+        if method.name == target:
+            continue
+        parameters = parameters_of(method, method=True)
+        if not parameters:
+            finishing.append((method.name, ""))
+            continue
+        people = call_sites(method.name, True, factory.sources)
+        people += doctest_calls(module.examples, method, node.name, method.name)
+        written += [(method.name, arguments) for arguments in people[:1]]
+        if len(steps) >= 4:
+            continue
+        parameters, refused = pooled(method, node, module, factory)
+        given = [shared] if shared is not None else []
+        steps += [(method.name, a) for a in first_calls(parameters, refused, given, 1)]
+    steps = written[:2] + steps
+    found: list[tuple[tuple[str, str], ...]] = []
+    for step in steps:
+        found.append((step,))
+        if finishing:
+            found.append((step, finishing[0]))
+    return found
+
+
+def read_after(
+    node: ast.ClassDef,
+    name: str,
+    found_setups: Sequence[tuple[tuple[str, str], ...]],
+    calls: Sequence[tuple[str, str]],
+    instance: str | None,
+    module: ModuleFacts,
+    factory: InstanceFactory,
+) -> list[Candidate]:
+    """The first calls of a method that returns its instance (`table.set_cols_align([...])`),
+    each followed by a reader (`.draw()`), on an instance the first two one-step setups filled
+    (an empty table draws None whatever was set), and on a fresh one only where the method is
+    itself what fills it (`add_row`)."""
+    chained = followed_calls(node, calls, instance, module, factory)
+    growing = name in changing_methods(node)[1]
+    steps = [s for s in found_setups if len(s) == 1][:2] + [()] * growing or [()]
+    return [replace(c, setup=step) for step in steps for c in chained[:3]]
+
+
+FOLLOWED = 12
+"""Calls followed by a method of the object they returned (of MAX_CANDIDATES)."""
+
+
+def followed_calls(
+    made: ast.ClassDef,
+    calls: Sequence[tuple[str, str]],
+    instance: str | None,
+    module: ModuleFacts,
+    factory: InstanceFactory,
+) -> list[Candidate]:
+    """The calls, each followed by a reader of the class `made` of the object it returns (its
+    first two `readers`), given the call's own first argument where the reader takes one and
+    that is a literal (`string('abc').parse('abc')`: what was put in is what is then read), the
+    next call's (`string('abc').parse('')`: what it turns away) and its own base call: the tests
+    of a combinator, a factory, a builder that returns a new object."""
+    firsts = []  # each call's first argument, where it is a literal
+    for arguments, _ in calls:
+        node = ast.parse(f"_({arguments})", mode="eval").body
+        first = node.args[0] if isinstance(node, ast.Call) and node.args else None
+        text = source_of(arguments, first) if first is not None else ""
+        firsts.append(text if literal_kind(text) else "")
+    found: list[Candidate] = []
+    for reader in readers(made, module.classes)[:2]:
+        parameters, refused = pooled(reader, made, module, factory)
+        sites = call_sites(reader.name, True, factory.sources)[:1]  # `.evaluate({'x': 7})`
+        for index, (arguments, _) in enumerate(calls):
+            shared = [firsts[index], firsts[(index + 1) % len(calls)]]
+            for read in [*sites, *first_calls(parameters, refused, shared, 1)][:2]:
+                then = (reader.name, read)
+                found.append(Candidate(arguments, instance, "result", then=then, result=made.name))
+    return found
+
+
+def applied_calls(
+    wrapper: ast.FunctionDef,
+    calls: Sequence[tuple[str, str]],
+    instance: str | None,
+    module: ModuleFacts,
+    factory: InstanceFactory,
+) -> list[Candidate]:
+    """The calls of a function that returns a function it defines (a decorator's `wrapper`),
+    each followed by a call of what it returned: with the wrapper's own parameters' first two
+    calls, or, where it takes only `*args, **kwargs`, with those of the module's function the
+    call passed it (`twice(shout)('abc')`)."""
+    functions = {n.name: n for n in module.tree.body if isinstance(n, ast.FunctionDef)}
+    found: list[Candidate] = []
+    for arguments, _ in calls:
+        own = wrapper
+        if not parameters_of(wrapper, method=False):
+            node = ast.parse(f"_({arguments})", mode="eval").body
+            passed = [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in functions]
+            if not passed:
+                continue
+            own = functions[passed[0]]
+        parameters, refused = pooled(own, None, module, factory)
+        for read in first_calls(parameters, refused, [], 2):
+            found.append(Candidate(arguments, instance, "result", then=("__call__", read)))
+    return found
+
+
+def pooled(
+    definition: ast.FunctionDef,
+    owner: ast.ClassDef | None,
+    module: ModuleFacts,
+    factory: InstanceFactory,
+) -> tuple[list[Parameter], Refusal]:
+    """The parameters of a function (of `owner`'s method) with their pools filled, and what
+    refuses a call that gives one it calls a literal (callable_values.refusal)."""
+    parameters = parameters_of(definition, method=owner is not None)
+    fill_pools(parameters, definition, module.tree, module.classes, factory, module.values)
+    return parameters, refusal(definition, owner, parameters, module.tree)
+
+
+def first_calls(
+    parameters: list[Parameter], refused: Refusal, firsts: Sequence[str], count: int
+) -> list[str]:
+    """Calls that give the first positional parameter each of `firsts` (what was put in is what
+    is then read), then the parameters' own first `count` (`combinations`), each once, but those
+    `refused` refuses."""
+    calls = []
+    if parameters and not parameters[0].keyword_only:
+        chosen = [{parameters[0].name: value} for value in firsts if value]
+        calls = [", ".join(call_arguments(parameters, values)) for values in chosen]
+    calls += [arguments for arguments, _ in combinations(parameters)[:count]]
+    return [call for call in dict.fromkeys(calls) if not (refused and refused(call))]
