@@ -9,7 +9,7 @@ import ast
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from remora.tool_library.case_checks import code_name
+from remora.tool_library.case_checks import CONTENTS, code_name
 from remora.tool_library.case_names import instance_variable
 
 PROTOCOL = {
@@ -196,11 +196,12 @@ MAX_STATE_ASSERTS = 4
 
 
 def state_asserts(variable: str, state: Mapping[str, Any] | None) -> list[str]:
-    """An object's state asserted: what a dict, list or set holds (key "==") compared with the
+    """An object's state asserted: what a dict, list or set holds (CONTENTS) compared with the
     object itself, each attribute through its name."""
     items = list((state or {}).items())[:MAX_STATE_ASSERTS]
     return [
-        f"    assert {variable}{'' if n == '==' else '.' + n} {compared(t)} {t}" for n, t in items
+        f"    assert {variable}{'' if n == CONTENTS else '.' + n} {compared(t)} {t}"
+        for n, t in items
     ]
 
 

@@ -457,7 +457,7 @@ def public_state(instance):
     if isinstance(instance, (dict, list, set)):
         text = literal(instance)
         if text is not None:
-            found["=="] = text
+            found["=="] = text  # case_checks.CONTENTS (this script imports nothing of Remora)
     try:
         items = sorted(vars(instance).items())
     except TypeError:

@@ -105,6 +105,11 @@ def constructed_value(text: object, names: object) -> tuple[str, list[str], list
     return ast.unparse(tree), imports, own
 
 
+CONTENTS = "=="
+"""The state entry (call_probe.public_state) of what a dict, list or set holds: asserted by
+comparing the object itself, `assert d == {'a': 1}`."""
+
+
 def writable(seen: Mapping[str, Any]) -> dict[str, Any]:
     """The probe's observation of one call with only what a test can write: the value a
     literal or a `constructed_value` (with `value_imports` and `value_names`; else None: not
@@ -124,7 +129,9 @@ def writable(seen: Mapping[str, Any]) -> dict[str, Any]:
             continue
         entries = state.items() if isinstance(state, Mapping) else []
         values = {
-            name: data_literal(text) for name, text in entries if code_name(name) or name == "=="
+            name: data_literal(text)
+            for name, text in entries
+            if code_name(name) or name == CONTENTS
         }
         # A mutated argument's None says it changed to no literal (which a test cannot pin,
         # but the selection counts); state entries are pinned or left out.
