@@ -21,6 +21,7 @@ constructors of the module's classes and of standard value types through their m
 import ast
 import collections.abc
 import contextlib
+import gc
 import importlib
 import inspect
 import io
@@ -61,6 +62,10 @@ def main(request_path, result_path):
     except ImportError:
         has_coverage = False
     tracer = started_once(path) if has_coverage else None
+    # Every object so far is the parent's: frozen, a child's collections never visit them, so
+    # they do not copy the pages the parent's objects are on (a tenth of a probe's CPU time:
+    # 335 -> 301 ms for 22 calls of rich.color, measured with perf stat).
+    gc.freeze()
     results = [
         in_child(module, path, lines, request, call, has_coverage, tracer)
         for call in request["calls"]
