@@ -33,6 +33,7 @@ file) gives one warning and the rest of the run's results are simply not stored.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -57,6 +58,21 @@ from remora.discovery.nodes import Node
 from remora.findings.results import Finding, JobResult, JobStatus
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@functools.cache
+def remora_code() -> str:
+    """A hash of every file of Remora's own package (its modules, the host functions tools
+    call, the bundled agents): an editable install or a checkout changes what a tool computes
+    without changing `__version__`, and a result the changed code did not compute is not one
+    to reuse (6 ms for 1.7 MB, once per process)."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def agent_fingerprint(agent: Agent) -> str:
@@ -128,6 +144,7 @@ class ResultCache:
             self._agents[agent.name] = agent_fingerprint(agent)
         parts = [
             __version__,
+            remora_code(),
             self._agents[agent.name],
             self._sampling,
             node.file,
