@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
+from remora.cache import store
 from remora.cache.folder import cache_dir_problem
 from remora.cache.program_versions import program_versions
-from remora.cache.store import ResultCache
+from remora.cache.store import ResultCache, folder_hash, remora_code
 from remora.cli.main import main
 from remora.config.loading import load_settings
 from remora.config.settings import CommandSettings
@@ -720,3 +721,21 @@ def test_a_file_the_job_may_write_is_in_its_key(
     assert summaries()["shout"] == ("note exists", False)  # asked again
     note.unlink()
     assert summaries() == {"shout": ("no note", False), "whisper": ("no note", True)}
+
+
+def test_a_change_to_remoras_own_code_is_a_new_cache_key(tmp_path: Path) -> None:
+    """The key holds a hash of Remora's package files (`remora_code`): with an editable install,
+    a tool's code changes while `__version__` stays, and the old results are not this code's."""
+    package = tmp_path / "remora"
+    (package / "tool_library").mkdir(parents=True)
+    (package / "tool_library" / "call_probe.py").write_text("LIMIT = 300\n")
+    first = folder_hash(package)
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert folder_hash(package) == first  # bytecode is not the code
+    (package / "tool_library" / "call_probe.py").write_text("LIMIT = 301\n")
+    assert folder_hash(package) != first
+    (package / "tool_library" / "call_probe.py").write_text("LIMIT = 300\n")
+    (package / "tool_library" / "moved.py").write_text("")
+    assert folder_hash(package) != first
+    assert remora_code() == folder_hash(Path(store.__file__).resolve().parents[1])

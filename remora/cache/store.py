@@ -66,11 +66,15 @@ def remora_code() -> str:
     call, the bundled agents): an editable install or a checkout changes what a tool computes
     without changing `__version__`, and a result the changed code did not compute is not one
     to reuse (6 ms for 1.7 MB, once per process)."""
-    package = Path(__file__).resolve().parents[1]
+    return folder_hash(Path(__file__).resolve().parents[1])
+
+
+def folder_hash(folder: Path) -> str:
+    """A hash of the names and bytes of the files under `folder`, bytecode caches left out."""
     digest = hashlib.sha256()
-    for path in sorted(package.rglob("*")):
+    for path in sorted(folder.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
             digest.update(path.read_bytes())
     return digest.hexdigest()
 
