@@ -1458,7 +1458,7 @@ def test_a_class_attribute_the_call_sets_is_put_back_after_the_test(
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
-def test_a_parameter_typed_by_a_typevar_bound_to_a_callable_gets_no_literal() -> None:
+def test_a_typevar_bound_to_a_callable_gets_a_function_never_a_literal() -> None:
     source = (
         "import typing as t\n\n"
         'F = t.TypeVar("F", bound=t.Callable[..., t.Any])\n\n\n'
@@ -1475,13 +1475,51 @@ def test_a_parameter_typed_by_a_typevar_bound_to_a_callable_gets_no_literal() ->
         "        self.is_muted = True\n"
         "        yield\n"
     )
-    # No function of the module fits: no call of connect at all, rather than connect(3).
-    assert candidate_calls(source, "Signal.connect") == []
-    # Nor is connect a step before send (nor muted, a context manager).
-    assert all(not c.setup for c in candidate_calls(source, "Signal.send"))
+    # No function of the module fits: the builtins that take one argument, never connect(3).
+    assert [c.arguments for c in candidate_calls(source, "Signal.connect")] == ["str", "len"]
+    # connect(str) is a step before send (muted, a context manager, is not).
+    steps = {c.setup for c in candidate_calls(source, "Signal.send")}
+    assert steps == {(), (("connect", "str"),)}
+    # A module that defines `str` itself gets no builtin of that name.
+    shadowed = source + "\n\ndef str(value):\n    return value\n"
+    assert [c.arguments for c in candidate_calls(shadowed, "Signal.connect")] == ["str"]
     ready = source + "\n\ndef shout(sender):\n    return str(sender).upper()\n"
     sequenced = [c for c in candidate_calls(ready, "Signal.send") if c.setup]
     assert sequenced and all(c.setup[0] == ("connect", "shout") for c in sequenced)
+
+
+HUB = """from typing import Any, Callable
+
+
+class Hub:
+    def __init__(self) -> None:
+        self.handlers: list[Callable[..., Any]] = []
+
+    def on(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        self.handlers.append(handler)
+        return handler
+
+    def emit(self, value: Any) -> list[Any]:
+        return [handler(value) for handler in self.handlers]
+"""
+
+
+def test_a_callback_parameter_the_module_has_no_function_for_is_given_str(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event hub whose module defines no function: `on(handler)` got no call at all, and
+    `emit` ran on a hub with no handler (`== []` only). A builtin is a real function a reader
+    knows: `on(str)` returns it and holds it, and `emit` after it returns what `str` made."""
+    project = make_project(tmp_path, {"hub": HUB})
+    results = analyze(project, "pkg/hub.py", capsys, monkeypatch)
+    on = written(results["Hub.on"], "tests/test_hub_Hub_on.py", project)
+    assert "    assert hub.on(str) is str\n    assert hub.handlers == [str]\n" in on, on
+    assert "import str" not in on and "import len" not in on, on
+    emit = written(results["Hub.emit"], "tests/test_hub_Hub_emit.py", project)
+    assert "    hub.on(str)\n    assert hub.emit(value) == expected\n" in emit, emit
+    assert "        (3, ['3']),\n" in emit, emit
+    for name in ("on", "emit"):
+        assert "passed" in passes_under_pytest(project / f"tests/test_hub_Hub_{name}.py", tmp_path)
 
 
 def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) -> None:

@@ -92,6 +92,10 @@ def test_code_name_is_an_identifier_that_is_not_a_keyword(name: Any, writable: b
         ("__import__('os').system('touch PWNED')", None),
         ("print(1)", None),
         ("x", None),
+        ("[(str, 'a')]", "[(str, 'a')]"),  # the builtin a callable parameter was given
+        ("{len: 1}", "{len: 1}"),
+        ("[open]", None),
+        ("str('a')", None),
         ("1; 2", None),
         ("", None),
         (None, None),

@@ -197,6 +197,15 @@ def test_a_module_exception_that_shadows_a_builtin_is_imported() -> None:
     assert parsed["names"] == ["f", "ValueError"]
 
 
+def test_a_builtin_given_as_a_function_is_not_imported_unless_the_module_defines_it() -> None:
+    parsed: dict[str, Any] = parse_test_case(
+        "f(str) == 'a'", "f", "def f(key):\n    return key('a')\n"
+    )
+    assert parsed["names"] == ["f"]
+    with pytest.raises(ValueError, match="str is both the module's and a builtin"):
+        parse_test_case("f(str)", "f", "def str(x):\n    return x\n\n\ndef f(key):\n    return 1\n")
+
+
 def test_arguments_must_be_strings() -> None:
     with pytest.raises(TypeError):
         parse_test_case(1, "f", MODULE)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from typing import Any
 
 from remora.tool_library.case_checks import CONTENTS, code_name
 from remora.tool_library.case_names import instance_variable
+from remora.tool_library.standard_values import CALLABLE_BUILTINS
 
 PROTOCOL = {
     "__len__": "len({0})",
@@ -207,5 +208,5 @@ def state_asserts(variable: str, state: Mapping[str, Any] | None) -> list[str]:
 
 def compared(text: str) -> str:
     """The comparison a test asserts a value with: `is` for None, True and False (`== None` is
-    what linters flag: E711, E712), else `==`."""
-    return "is" if text in ("None", "True", "False") else "=="
+    what linters flag: E711, E712) and a builtin passed as a function (`str`), else `==`."""
+    return "is" if text in ("None", "True", "False", *CALLABLE_BUILTINS) else "=="

@@ -133,6 +133,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     # The allow-list admits slice(ints), bytearray(bytes or ints), memoryview(bytes).
     namespace = {"__builtins__": {}, "slice": slice, "bytearray": bytearray}
     namespace["memoryview"] = memoryview
+    namespace.update(PASSED_BUILTINS)  # `str`, given to a callable parameter
     # Its classes (constructed) and functions (passed by name): whatever a decorator made of
     # a `def` (parsy's `@Parser def eof`, an `lru_cache`), the allow-list checked the name.
     namespace.update(
@@ -435,15 +436,29 @@ def constructed(value, module):
     return text, sorted(name for name in own if name in used)
 
 
+PASSED_BUILTINS = {"str": str, "len": len}
+"""The builtins a callable parameter may be given (standard_values.CALLABLE_BUILTINS; this
+script imports nothing of Remora): bound by name in every call's namespace."""
+
+
 def literal(value):
     """repr(value) when it reads back as an equal value of the same type (a literal a test can
     hold), or of the builtin type it derives from (docopt's `class Dict(dict)`, whose repr is a
-    dict's: a test compares it with the dict), else None."""
+    dict's: a test compares it with the dict), else None. A PASSED_BUILTINS function is written
+    by its name, alone or in a list, tuple, set or dict (`[(str, 'a')]`)."""
     text = safe_repr(value)
     try:
         again = ast.literal_eval(text)
     except Exception:
-        return None
+        text = named(value)
+        if text == safe_repr(value):  # no builtin in it: no literal
+            return None
+        try:
+            again = eval(text, {"__builtins__": {}, **PASSED_BUILTINS})  # names and literals
+            if type(again) is not type(value) or again != value:
+                return None
+        except Exception:
+            return None
     try:
         kind = type(again)
         derived = kind in (dict, list, tuple, set, str, int, bytes) and isinstance(value, kind)
@@ -452,6 +467,25 @@ def literal(value):
         same = False
     limit = TEXT_LIMIT if isinstance(value, str) and "\n" in value else 300
     return text if same and len(text) <= limit else None
+
+
+def named(value, depth=0):
+    """repr(value) with the PASSED_BUILTINS in it written by name."""
+    for name, function in PASSED_BUILTINS.items():
+        if value is function:
+            return name
+    if depth > 8:
+        return safe_repr(value)
+    if type(value) in (list, set) and value:
+        inner = ", ".join(named(item, depth + 1) for item in value)
+        return f"[{inner}]" if type(value) is list else "{" + inner + "}"
+    if type(value) is tuple:
+        inner = ", ".join(named(item, depth + 1) for item in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if type(value) is dict:
+        pairs = (f"{named(k, depth + 1)}: {named(v, depth + 1)}" for k, v in value.items())
+        return "{" + ", ".join(pairs) + "}"
+    return safe_repr(value)
 
 
 def public_state(instance):

@@ -13,6 +13,7 @@ import ast
 from collections.abc import Mapping, Sequence
 
 from remora.tool_library.parameter_values import Parameter, Refusal
+from remora.tool_library.standard_values import CALLABLE_BUILTINS
 
 MAX_FUNCTIONS = 3
 """The module's functions tried for one callable parameter."""
@@ -114,7 +115,9 @@ def fitting_functions(
 ) -> list[str]:
     """The module's top-level functions (those annotated to return `returns` first, public
     before private, in their order) that can be called with `arity` positional arguments (1
-    when not known), at most MAX_FUNCTIONS."""
+    when not known), at most MAX_FUNCTIONS; where none can, the CALLABLE_BUILTINS that can and
+    that the module does not define (blinker's `connect(receiver)` in a module that defines no
+    function: `connect(str)`, then `send('a')` returns `[(str, 'a')]`)."""
     wanted = 1 if arity is None else arity
     found = []
     for node in tree.body:
@@ -131,7 +134,26 @@ def fitting_functions(
         if fits and not required_keywords:
             given = ast.unparse(node.returns).strip("'\"") if node.returns else ""
             found.append((returns != "" and given != returns, node.name.startswith("_"), node.name))
+    if not found:
+        defined = {name for node in tree.body for name in _defined_names(node)}
+        return [
+            name
+            for name, counts in CALLABLE_BUILTINS.items()
+            if wanted in counts and name not in defined
+        ]
     return [name for *_, name in sorted(found, key=lambda item: item[:2])][:MAX_FUNCTIONS]
+
+
+def _defined_names(node: ast.stmt) -> list[str]:
+    """The names a top-level statement binds (a definition, an assignment, an import)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return []
 
 
 def give_functions(

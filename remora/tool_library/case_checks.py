@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from remora.tool_library.standard_values import BYTE_BUILDERS, STANDARD_VALUES
+from remora.tool_library.standard_values import BYTE_BUILDERS, CALLABLE_BUILTINS, STANDARD_VALUES
 
 
 def code_name(name: object) -> bool:
@@ -37,16 +37,22 @@ def code_name(name: object) -> bool:
 def data_literal(text: object) -> str | None:
     """The code for a value the probe saw (its repr), or None when it is not a literal: the
     text's syntax tree, when `ast.literal_eval` reads it (numbers, strings, bytes, True, False,
-    None, containers of them), unparsed, so nothing else of the text reaches a test (a call, a
-    comment that would swallow the rest of the line)."""
+    None, containers of them; a CALLABLE_BUILTINS name read as one more literal: the `str` a
+    callable parameter was given, held in a list), unparsed, so nothing else of the text
+    reaches a test (a call, a comment that would swallow the rest of the line)."""
     if not isinstance(text, str):
         return None
     try:
         tree = ast.parse(text, mode="eval")
-        ast.literal_eval(tree)
+        ast.literal_eval(_BuiltinsAsConstants().visit(ast.parse(text, mode="eval")))
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
     return ast.unparse(tree)
+
+
+class _BuiltinsAsConstants(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return ast.Constant(0) if node.id in CALLABLE_BUILTINS else node
 
 
 VALUE_IMPORTS = {
@@ -76,7 +82,7 @@ def constructed_value(text: object, names: object) -> tuple[str, list[str], list
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    known = set(VALUE_IMPORTS) | set(BUILTIN_VALUES) | set(names)
+    known = set(VALUE_IMPORTS) | set(BUILTIN_VALUES) | set(CALLABLE_BUILTINS) | set(names)
     used: set[str] = set()
     leaves = (ast.Constant, ast.Load, ast.USub, ast.UAdd, ast.Expression)
     for node in ast.walk(tree):
@@ -158,7 +164,8 @@ def used_names(text: str) -> list[str]:
     standard = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     found = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in standard]
     found.sort(key=lambda node: node.col_offset)
-    names = [n.id for n in found if n.id not in ("_", "slice", *BYTE_BUILDERS)]
+    builtins = ("_", "slice", *BYTE_BUILDERS, *CALLABLE_BUILTINS)
+    names = [n.id for n in found if n.id not in builtins]
     return [name for name in dict.fromkeys(names) if code_name(name)]
 
 

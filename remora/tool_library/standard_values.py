@@ -58,6 +58,12 @@ STANDARD_VALUES: dict[str, list[str]] = {
 BYTE_BUILDERS = ("bytearray", "memoryview")
 """The builtins an argument of bytes may be built with besides the types above: of one bytes
 literal (a bytearray also of a list of integers; test_cases.check_value), no import."""
+CALLABLE_BUILTINS: dict[str, range] = {"str": range(2), "len": range(1, 2)}
+"""Builtins a callable parameter is given where the module has no function it can call with
+that many arguments (callable_values.fitting_functions), by how many they take: `str` for a
+key, a receiver or a formatter, `len` for a size. Real functions a reader knows, written by
+name with no import (test_cases' allow-list; call_probe.PASSED_BUILTINS binds them and writes
+a value that is one of them by its name: `[str]`)."""
 STREAMS = {"BinaryIO": "io.BytesIO", "IO[bytes]": "io.BytesIO", "TextIO": "io.StringIO",
            "IO[str]": "io.StringIO"}  # fmt: skip
 """typing's stream annotations, by the stream a test builds for them."""

@@ -17,7 +17,7 @@ import functools
 from typing import Any
 
 from remora.tool_library import class_shapes
-from remora.tool_library.standard_values import BYTE_BUILDERS, STANDARD_VALUES
+from remora.tool_library.standard_values import BYTE_BUILDERS, CALLABLE_BUILTINS, STANDARD_VALUES
 
 MAX_CASE_LENGTH = 500
 """Characters of one case: parsing stays cheap, and longer values make unreadable tests."""
@@ -39,7 +39,9 @@ ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
     "sets or dicts of them, slice(...) of integers, "
     + " and ".join(f"{builder}(...)" for builder in BYTE_BUILDERS)
-    + " of bytes, constructors of the module's classes, the module's functions by name, or "
+    + " of bytes, constructors of the module's classes, the module's functions by name, "
+    + " or ".join(CALLABLE_BUILTINS)
+    + " as functions, or "
     + ", ".join(f"{dotted}(...)" for dotted in STANDARD_VALUES)
     + " of literals"
 )
@@ -331,6 +333,10 @@ def check_value(
         if node.func.id not in names:
             names.append(node.func.id)
         check_arguments(node, classes, names, functions)
+        return
+    if isinstance(node, ast.Name) and node.id in CALLABLE_BUILTINS:  # `str`, passed as a value
+        if node.id in classes | functions:  # which one a test would mean is not clear
+            raise ValueError(f"{node.id} is both the module's and a builtin")
         return
     if isinstance(node, ast.Name) and node.id in functions:  # a function, passed as a value
         if node.id not in names:
