@@ -1522,6 +1522,41 @@ def test_a_callback_parameter_the_module_has_no_function_for_is_given_str(
         assert "passed" in passes_under_pytest(project / f"tests/test_hub_Hub_{name}.py", tmp_path)
 
 
+WORDS = """class Words:
+    def __init__(self) -> None:
+        self._irregular = {"child": "children"}
+        self._notes = []
+
+    def add_irregular(self, single: str, plural: str) -> None:
+        self._irregular[single.lower()] = plural.lower()
+
+    def add_note(self, note: str) -> None:
+        self._notes.append(note)
+
+    def plural(self, word: str) -> str:
+        return self._irregular.get(word, word + "s")
+"""
+
+
+def test_a_mutator_that_returns_nothing_is_tested_through_what_reads_it_after(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`add_irregular` returns None and keeps its rule where no literal shows it: its test was
+    `assert words.add_irregular('abc', ...) is None`, or none. Now the reader after it, on the
+    same instance, shows the rule; a mutator whose effect the readers do not show (`add_note`)
+    still gets no test: the read is compared with one from an instance built without the call."""
+    project = make_project(tmp_path, {"words": WORDS})
+    results = analyze(project, "pkg/words.py", capsys, monkeypatch)
+    text = written(
+        results["Words.add_irregular"], "tests/test_words_Words_add_irregular.py", project
+    )
+    assert "    words = Words()\n    words.add_irregular('abc', " in text, text
+    assert "    assert words.plural('abc') == " in text, text
+    assert "is None" not in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+    assert "changed nothing a test can see" in not_done(results["Words.add_note"])
+
+
 def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) -> None:
     """Every child forks the same state of `random`, so the two probe runs were two draws: a
     function returning one of few words passed both by chance and failed in a suite. The child

@@ -29,7 +29,13 @@ from remora.tool_library.candidate import Candidate, find_definition, module_fac
 from remora.tool_library.class_shapes import MAPPING_CONTENTS, collection_contents, overrides
 from remora.tool_library.code_literals import case_variants
 from remora.tool_library.doctest_examples import doctest_calls
-from remora.tool_library.method_roles import result_class, returned_function, returns_itself
+from remora.tool_library.method_roles import (
+    gives_value,
+    mutators,
+    result_class,
+    returned_function,
+    returns_itself,
+)
 from remora.tool_library.parameter_values import (
     InstanceFactory,
     Parameter,
@@ -118,7 +124,10 @@ def candidate_calls(
             sequenced += [
                 Candidate(a, str(i), "sequence", setup) for i in plain for a, _ in calls[:1]
             ]
-        if returns_itself(definition):  # a builder's setter: its effect shows through a reader
+        # A builder's setter, or a mutator that returns nothing: its effect shows through a
+        # reader (of what it returned, of the instance).
+        nothing = not gives_value(definition) and definition in mutators(classes[owner])
+        if returns_itself(definition) or nothing:
             sequenced = [
                 *read_after(
                     classes[owner],
@@ -128,6 +137,7 @@ def candidate_calls(
                     instances[0],
                     module,
                     factory,
+                    nothing,
                 ),
                 *sequenced,
             ]

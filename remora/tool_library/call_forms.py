@@ -147,19 +147,23 @@ def steps_of(candidate: Mapping[str, Any]) -> list[Sequence[Any]]:
     ]
 
 
-def followed_call(call: str, candidate: Mapping[str, Any]) -> str:
-    """The call, and where the candidate names a method called on what it returned (`then`),
-    that method called on it: `string('abc').parse('abc')`, `(a + b).parse('ab')`, or the
-    function it returned called, `twice(shout)('abc')`."""
+def followed_call(call: str, candidate: Mapping[str, Any], variable: str) -> tuple[list[str], str]:
+    """The lines made before the call a test asserts, and that call: the call itself, and
+    where the candidate names a method called on what it returned (`then`), that method called
+    on it: `string('abc').parse('abc')`, `(a + b).parse('ab')`, or the function it returned
+    called, `twice(shout)('abc')`; where the method is called on the instance `variable` after
+    the call (`then_on`), the call is a line of its own and the method's call is asserted."""
     if not candidate.get("then"):
-        return call
+        return [], call
     name, text = candidate["then"]
+    if candidate.get("then_on") == "instance":
+        return [f"    {call}"], method_call(variable, name, step_arguments(text))
     primary = (ast.Call, ast.Attribute, ast.Subscript, ast.Name)
     if not isinstance(ast.parse(call, mode="eval").body, primary):  # `a + b`, `-a`, `a * 3`
         call = f"({call})"
     if name == "__call__":  # a function the call returned: `twice(shout)('abc')`
-        return f"{call}({', '.join(step_arguments(text))})"
-    return f"{call}.{name}({', '.join(step_arguments(text))})"
+        return [], f"{call}({', '.join(step_arguments(text))})"
+    return [], f"{call}.{name}({', '.join(step_arguments(text))})"
 
 
 def source_of(text: str, node: ast.expr) -> str:

@@ -152,12 +152,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     namespace["_split"] = lambda *args, **kwargs: (args, kwargs)
     if call.get("instance"):
         try:
-            instance = eval(call["instance"], namespace)  # allow-listed literals only
-            # The methods called on it first (`tree.add('he')` before `tree.search(...)`),
-            # each checked by the allow-list as a call of its own.
-            for method, text in call.get("setup") or []:
-                step_args, step_kwargs = eval("_split(" + text + ")", namespace)
-                getattr(instance, method)(*step_args, **step_kwargs)
+            instance = instance_of(call, namespace)
         except Exception as error:
             return {"outcome": "setup_failed", "exception": type(error).__name__}
         function = getattr(instance, request["method"])
@@ -323,23 +318,50 @@ def memo_caches(module, tables, changed):
     return found
 
 
+def instance_of(call, namespace):
+    """The instance a method is called on: its constructor call (allow-listed literals only),
+    then the methods called on it first (`tree.add('he')` before `tree.search(...)`), each
+    checked by the allow-list as a call of its own."""
+    instance = eval(call["instance"], namespace)
+    for method, text in call.get("setup") or []:
+        step_args, step_kwargs = eval("_split(" + text + ")", namespace)
+        getattr(instance, method)(*step_args, **step_kwargs)
+    return instance
+
+
 class NotMade(Exception):
     """The call raised before the method to call on what it returned (`then`) was reached."""
 
 
 def followed(function, args, kwargs, call, namespace):
     """What the call returned, or where the candidate names a method to call on that (`then`:
-    a parser's `parse('abc')` after `string('abc')`), what that method returned; NotMade where
-    the call itself raised (the candidate without `then` pins that)."""
+    a parser's `parse('abc')` after `string('abc')`), or on the instance after the call
+    (`then_on`: a mutator's effect read back), what that method returned; NotMade where the
+    call itself raised (the candidate without `then` pins that)."""
     if not call.get("then"):
         return function(*args, **kwargs)
     try:
         made = function(*args, **kwargs)
     except Exception as error:  # not CallTimeout: a BaseException
         raise NotMade(type(error).__name__) from None
+    if call.get("then_on") == "instance":
+        made = function.__self__
     name, text = call["then"]
     then_args, then_kwargs = eval("_split(" + text + ")", namespace)  # allow-listed literals
-    return getattr(made, name)(*then_args, **then_kwargs)
+    value = getattr(made, name)(*then_args, **then_kwargs)
+    if call.get("then_on") == "instance":
+        # Read from an instance built the same way without the call: the same value says
+        # the call changed nothing this reads, and a test of it would pin the reader alone.
+        try:
+            fresh = instance_of(call, namespace)
+            then_args, then_kwargs = eval("_split(" + text + ")", namespace)
+            alone = getattr(fresh, name)(*then_args, **then_kwargs)
+            unchanged = type(alone) is type(value) and bool(alone == value)
+        except Exception:
+            unchanged = False
+        if unchanged:
+            raise NotMade("nothing it reads changed")
+    return value
 
 
 def same_again(module, function, call, namespace, seen, messages=True):

@@ -242,10 +242,12 @@ def gain(
     # on a constructor's defaults).
     spread = len(set(split_arguments(str(candidate.get("arguments", "")))))
     spread += int(not str(candidate.get("instance") or "").endswith("()"))
-    # Then a result with something in it (an empty one pins little), then the shorter call.
+    # Then a result with something in it (an empty one pins little, None with nothing else
+    # to assert nothing: a mutator's effect read back after it is what to keep), then the
+    # shorter call.
     attributes = seen.get("attributes") or {}
     hollow = bool(attributes) and all(str(text) in EMPTY for text in attributes.values())
-    full = int(str(seen.get("value")) not in EMPTY and not hollow)
+    full = int(str(seen.get("value")) not in EMPTY and not hollow and not unseen(seen))
     return (new, returned, -rank, spread, full, -len(call_text(candidate)))
 
 

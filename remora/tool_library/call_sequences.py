@@ -79,14 +79,19 @@ def read_after(
     instance: str | None,
     module: ModuleFacts,
     factory: InstanceFactory,
+    on_instance: bool = False,
 ) -> list[Candidate]:
     """The first calls of a method that returns its instance (`table.set_cols_align([...])`),
     each followed by a reader (`.draw()`), on an instance the first two one-step setups filled
     (an empty table draws None whatever was set), and on a fresh one only where the method is
-    itself what fills it (`add_row`)."""
-    chained = followed_calls(node, calls, instance, module, factory)
+    itself what fills it (`add_row`). `on_instance`: the method returns nothing, and the reader
+    is called on the instance after it (`add_irregular_rule('abc', 'abcz')`, then
+    `plural('abc')`: rules kept where no literal shows them)."""
+    chained = followed_calls(node, calls, instance, module, factory, on_instance)
     growing = name in changing_methods(node)[1]
     steps = [s for s in found_setups if len(s) == 1][:2] + [()] * growing or [()]
+    if on_instance:  # what it put in, read back from a fresh instance first
+        steps = [(), *(step for step in steps if step)]
     return [replace(c, setup=step) for step in steps for c in chained[:3]]
 
 
@@ -100,8 +105,10 @@ def followed_calls(
     instance: str | None,
     module: ModuleFacts,
     factory: InstanceFactory,
+    on_instance: bool = False,
 ) -> list[Candidate]:
-    """The calls, each followed by a reader of the class `made` of the object it returns (its
+    """The calls, each followed by a reader of the class `made` of the object it returns (or
+    of the instance it was called on, `on_instance`; its
     first two `readers`), given the call's own first argument where the reader takes one and
     that is a literal (`string('abc').parse('abc')`: what was put in is what is then read), the
     next call's (`string('abc').parse('')`: what it turns away) and its own base call: the tests
@@ -120,7 +127,9 @@ def followed_calls(
             shared = [firsts[index], firsts[(index + 1) % len(calls)]]
             for read in [*sites, *first_calls(parameters, refused, shared, 1)][:2]:
                 then = (reader.name, read)
-                found.append(Candidate(arguments, instance, "result", then=then, result=made.name))
+                found.append(
+                    Candidate(arguments, instance, "result", (), then, made.name, on_instance)
+                )
     return found
 
 

@@ -23,7 +23,9 @@ class Candidate:
     on the instance first, each (name, its arguments' text); `then` the method called on what
     the call returned (its name, its arguments' text), of the class `result`, or "__call__"
     where the call returned a function (`result` empty): `parse('abc')` after `string('abc')`,
-    `('abc')` after `twice(shout)`."""
+    `('abc')` after `twice(shout)`; with `on_instance`, called on the instance after the call
+    instead (a mutator that returns nothing: `plural('abc')` after `add_irregular_rule('abc',
+    'abcz')`)."""
 
     arguments: str
     instance: str | None
@@ -31,6 +33,7 @@ class Candidate:
     setup: tuple[tuple[str, str], ...] = ()
     then: tuple[str, str] | None = None
     result: str = ""
+    on_instance: bool = False
 
     def case(self, target: str) -> str:
         """The call as test_cases.parse_test_case reads it."""
@@ -56,12 +59,13 @@ class Candidate:
     @property
     def key(self) -> tuple[Any, ...]:
         """What makes two candidates the same call."""
-        return (self.arguments, self.instance, self.setup, self.then)
+        return (self.arguments, self.instance, self.setup, self.then, self.on_instance)
 
     def as_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {"arguments": self.arguments, "instance": self.instance}
         found["origin"] = self.origin
         found |= {"then": list(self.then)} if self.then else {}
+        found |= {"then_on": "instance"} if self.on_instance else {}
         return found | ({"setup": [list(step) for step in self.setup]} if self.setup else {})
 
 

@@ -265,7 +265,8 @@ def render_one(
         call = method_call(variable, method, arguments)
     else:
         call = f"{method}({', '.join(arguments)})"
-    call = followed_call(call, candidate)
+    made, call = followed_call(call, candidate, variable if owner else "")
+    lines += made
     if seen.get("generator") and not call.startswith("list("):
         call = f"list({call})"
     if seen.get("outcome") == "returned" and seen.get("type") == "bool" and is_operator(call):
