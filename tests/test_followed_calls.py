@@ -171,7 +171,11 @@ def test_result_classes_readers_and_the_calls_followed() -> None:
 def test_a_union_of_plain_types_gets_each_members_values_and_callables_their_return() -> None:
     assert union_kinds("str | bytes | list") == ["str", "bytes", "list"]
     assert union_kinds("typing.Union[int, None, float]") == ["int", "float", "none"]
-    assert union_kinds("Pattern | str") == [] and union_kinds("int") == []
+    assert union_kinds("int") == [] and union_kinds("Pattern | Matcher") == []
+    # A member of no plain kind gives nothing, the others their values (pluralizer's
+    # `rule: str | re.Pattern[str]` was given 3 first, as if it said nothing).
+    assert union_kinds("str | re.Pattern[str]") == ["str"]
+    assert union_kinds("Pattern | None") == []
     # `Callable[[str], Optional[str]]`: the functions annotated to return that first; one
     # named test_* never (a test file that imports it would have pytest run it).
     assert fitting_functions(ast.parse(PATTERNS), 1, "", "Optional[str]") == [

@@ -309,7 +309,8 @@ def outer_type(text: str) -> str:
 
 
 def union_kinds(text: str) -> list[str]:
-    """The TYPE_VALUES kinds of a union's members, `None` last (`str | bytes | list`), or []."""
+    """The TYPE_VALUES kinds of a union's members, `None` last (`str | bytes | list`), or [];
+    a member of no such kind gives none (`str | re.Pattern[str]`: the text)."""
     try:
         node = ast.parse(text.replace("typing.", "") or "_", mode="eval").body
     except SyntaxError:
@@ -322,7 +323,10 @@ def union_kinds(text: str) -> list[str]:
             p for m in members for p in ([m.left, m.right] if isinstance(m, ast.BinOp) else [m])
         ]
     kinds = [outer_type(ast.unparse(m)) or ast.unparse(m).lower() for m in members]
-    if len(kinds) < 2 or not all(kind in TYPE_VALUES for kind in kinds):
+    if len(kinds) < 2:
+        return []
+    kinds = [kind for kind in kinds if kind in TYPE_VALUES]
+    if not kinds or kinds == ["none"]:
         return []
     return sorted(dict.fromkeys(kinds), key=lambda kind: kind == "none")
 
