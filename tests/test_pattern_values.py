@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from remora.tool_library.pattern_values import matching, module_patterns, pattern_shapes
+from remora.tool_library.candidate import module_facts
+from remora.tool_library.code_literals import words
+from remora.tool_library.pattern_values import (
+    matching,
+    module_patterns,
+    pattern_shapes,
+    table_texts,
+)
 from tests.test_call_exploration import analyze, make_project, passes_under_pytest, written
 
 VERSIONS = r"""import re
@@ -100,3 +107,33 @@ def test_text_is_made_only_for_patterns_it_can_be_made_for() -> None:
     # All of it optional: only the longer one (ISO 8601's time zone designator).
     assert matching(r"(Z|(?P<sign>[+-])(?P<hour>[0-9]{2})(:?(?P<min>[0-9]{2}))?)?", 0) == ("-0000",)
     assert matching(r"{([^}]+)}", 0) == matching(r"{([^}]+)}", 0) == ("{0}", "{000}")
+
+
+RULES = """import re
+
+IRREGULAR = [("person", "people"), ("child", "children"), ("ox", "oxen")]
+UNCOUNTABLE = ["sheep", "fish", "rice"]
+RULES = [
+    (re.compile(r"(?i)(x|ch|ss|sh)$"), r"\\1es"),
+    (re.compile(r"(?i)([^aeiouy])y$"), r"\\1ies"),
+    (re.compile("s?$"), "s"),
+]
+NAMED = re.compile(r"\\d+")
+"""
+
+
+def test_the_patterns_of_a_table_give_words_that_take_turns_with_the_tables_words() -> None:
+    """A pluralizer's tables: its irregular words, its uncountable ones and its rules, compiled
+    patterns in a list. The words take turns table by table (the first hundred were all
+    irregular words); each rule gives the simplest text it matches, in lower case where it
+    ignores case, and they take turns with the words. NAMED is read through its name."""
+    tree = ast.parse(RULES)
+    assert words(tree)[:4] == ["'person'", "'sheep'", "'people'", "'fish'"]
+    texts = table_texts([tree])
+    # `s?$` matches nothing of two characters: no text (a word of one says nothing).
+    assert texts == ["'ch'", "'0y'"]
+    facts = module_facts(RULES)
+    assert facts.values[1][:4] == ["'person'", texts[0], "'sheep'", texts[1]]
+    # A rule module its own package imports counts as its own (`from .rules import RULES`).
+    imported = module_facts("from .rules import RULES\n", (RULES,))
+    assert texts[0] in imported.values[1][:2]

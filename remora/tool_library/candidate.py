@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from remora.tool_library.code_literals import imported_words, literals, words
+from remora.tool_library.code_literals import literals, taking_turns, words
 from remora.tool_library.doctest_examples import Example, doctest_constructions, example_trees
-from remora.tool_library.pattern_values import Pattern, module_patterns
+from remora.tool_library.pattern_values import Pattern, module_patterns, table_texts
 from remora.tool_library.standard_values import imported_names
 
 
@@ -94,9 +94,20 @@ def module_facts(source: str, imported: tuple[str, ...] = ()) -> ModuleFacts:
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     examples = example_trees(tree)
     constructions = doctest_constructions(examples, classes)
-    values = (literals(tree), list(dict.fromkeys(words(tree) + imported_words(imported))))
+    # Its words and those of its tables' patterns take turns (code_literals, pattern_values).
+    trees = [tree, *(parsed for parsed in map(_parsed, imported) if parsed is not None)]
+    texts = table_texts(trees)
+    known = taking_turns([[word for parsed in trees for word in words(parsed)], texts])
+    values = (literals(tree), list(dict.fromkeys(known)))
     imports, patterns = imported_names(tree), module_patterns(tree)
     return ModuleFacts(tree, classes, examples, constructions, values, imports, patterns)
+
+
+def _parsed(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
 
 
 def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef | None:

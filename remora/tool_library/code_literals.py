@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+from collections.abc import Sequence
 
 
 def docstring_strings(definition: ast.FunctionDef) -> list[str]:
@@ -109,29 +110,32 @@ def neighbours(value: object) -> list[str]:
 
 
 def words(tree: ast.Module) -> list[str]:
-    """The module's one-word string literals (`'person'`, `'sheep'`), in the order they appear:
-    the data a text function's tables hold (irregular plurals, keywords), each one an input
-    that may take another path through those tables than any made-up word."""
-    found = [
-        (node.lineno, node.col_offset, node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and 1 < len(node.value) <= 20
-        and node.value.isalpha()
+    """The module's one-word string literals (`'person'`, `'sheep'`): the data a text
+    function's tables hold (irregular plurals, keywords), each one an input that may take
+    another path through those tables than any made-up word. Each top-level statement's in the
+    order they appear, taking turns: the first of each, then the second of each (pluralizer's
+    irregular words and its uncountable ones alike, where the first forty were all pronouns)."""
+    tables = [
+        [
+            repr(value)
+            for *_, value in sorted(
+                (node.lineno, node.col_offset, node.value)
+                for node in ast.walk(statement)
+                if isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and 1 < len(node.value) <= 20
+                and node.value.isalpha()
+            )
+        ]
+        for statement in tree.body
     ]
-    return list(dict.fromkeys(repr(value) for _, _, value in sorted(found)))
+    return list(dict.fromkeys(taking_turns(tables)))
 
 
-def imported_words(texts: tuple[str, ...]) -> list[str]:
-    """The `words` of each module text that parses, in order."""
-    found: list[str] = []
-    for text in texts:
-        try:
-            found += words(ast.parse(text))
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
-            continue
-    return found
+def taking_turns(lists: Sequence[Sequence[str]]) -> list[str]:
+    """The first of each list, then the second of each, and so on."""
+    longest = max((len(items) for items in lists), default=0)
+    return [items[i] for i in range(longest) for items in lists if i < len(items)]
 
 
 def literals(tree: ast.Module) -> list[str]:

@@ -14,10 +14,11 @@ characters, or whose shortest match is over MAX_TEXT, are left alone.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from remora.tool_library.code_literals import compared_literals
 
@@ -47,6 +48,36 @@ def module_patterns(tree: ast.Module) -> dict[str, Pattern]:
             if pattern is not None:
                 found[target.id] = pattern
     return found
+
+
+MAX_TABLE_PATTERNS = 40
+"""Patterns of a module's tables given text (hypothesis takes about 15 ms for each)."""
+
+
+def table_texts(trees: Sequence[ast.Module]) -> list[str]:
+    """Literals of text that the patterns compiled in the modules' tables match in full (the
+    simplest of two characters or more, in lower case where the pattern ignores case):
+    `RULES = [(re.compile(r"(?i)(x|ch|ss|sh|zz)$"), "$1es"), ...]` gives `'ch'`. A function
+    that walks such a table turns each of them by another rule, where the table's words
+    (code_literals.words) are mostly its exceptions. A pattern bound to a name of its own is
+    read through that name (pattern_shapes)."""
+    found: list[Pattern] = []
+    for tree in trees:
+        for statement in tree.body:
+            value = statement.value if isinstance(statement, ast.Assign | ast.AnnAssign) else None
+            if value is None or compiled(value, {}) is not None:
+                continue
+            calls = [node for node in ast.walk(value) if isinstance(node, ast.Call)]
+            found += [p for p in (compiled(call, {}) for call in calls) if p is not None]
+    texts: list[str] = []
+    for text, flags in found[:MAX_TABLE_PATTERNS]:
+        # Two characters or more: a suffix rule's `x` alone is no word (`ch` is one).
+        for match in matching(text, flags, (2,)):
+            with contextlib.suppress(re.error, RecursionError):  # compiled once already
+                if re.fullmatch(text, match.lower(), flags):
+                    match = match.lower()
+            texts.append(repr(match))
+    return list(dict.fromkeys(texts))
 
 
 def compiled(node: ast.expr, texts: Mapping[str, ast.expr]) -> Pattern | None:
@@ -122,10 +153,11 @@ def shapes(definition: ast.FunctionDef, patterns: Mapping[str, Pattern]) -> dict
 
 
 @functools.lru_cache(maxsize=256)
-def matching(text: str, flags: int) -> tuple[str, ...]:
+def matching(text: str, flags: int, lengths: tuple[int, ...] = (0, 5)) -> tuple[str, ...]:
     """The simplest text `text` (with `flags`) matches in full, and the simplest of five
-    characters or more, each where it has two characters or more and not only spaces; none for
-    a pattern too long, invalid, or that hypothesis cannot satisfy."""
+    characters or more (of each of `lengths` or more), each where it has two characters or
+    more and not only spaces; none for a pattern too long, invalid, or that hypothesis cannot
+    satisfy."""
     if len(text) > MAX_PATTERN:
         return ()
     try:
@@ -156,7 +188,7 @@ def matching(text: str, flags: int) -> tuple[str, ...]:
     found: list[str] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for wanted in (0, 5):
+        for wanted in lengths:
 
             def enough(made: str, wanted: int = wanted) -> bool:
                 return len(made) >= wanted
