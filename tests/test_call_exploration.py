@@ -25,13 +25,13 @@ from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.call_forms import is_operator, negated
 from remora.tool_library.call_selection import select_calls
-from remora.tool_library.candidate import Candidate
+from remora.tool_library.candidate import Candidate, find_definition
 from remora.tool_library.case_checks import pattern_literal, standard_imports, used_names
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.characterize import allowed, branches_left
 from remora.tool_library.class_shapes import abstract, inherited_init, overrides
 from remora.tool_library.doctest_examples import example_trees
-from remora.tool_library.method_roles import mutators
+from remora.tool_library.method_roles import mutators, private_helpers
 from remora.tool_library.test_cases import parse_test_case
 
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
@@ -1001,7 +1001,7 @@ def test_the_probe_walks_the_folder_twice_a_call_and_sees_files_written_and_remo
     spec.loader.exec_module(module)
     path = os.path.realpath(str(module.__file__))
     lines = Path(path).read_text().split("\n")
-    request = {"function": "tidy", "method": None, "lines": [3, 5]}
+    request = {"function": "tidy", "method": None, "lines": [[3, 5]]}
     call = {"arguments": "'data7.txt'", "instance": None}
     seen = call_probe.observe(module, path, lines, request, call, False)
     assert seen["outcome"] == "returned"
@@ -1557,6 +1557,45 @@ def test_a_mutator_that_returns_nothing_is_tested_through_what_reads_it_after(
     assert "changed nothing a test can see" in not_done(results["Words.add_note"])
 
 
+CHECKS = """class Words:
+    def __init__(self) -> None:
+        self._plurals = {"men": "man", "mice": "mouse"}
+        self._singulars = {"man": "men", "mouse": "mice"}
+
+    def is_plural(self, word: str) -> bool:
+        return self._check(word, self._plurals, self._singulars)
+
+    def _check(self, word, keep, replace):
+        token = word.lower()
+        if token in keep:
+            return True
+        if token in replace:
+            return False
+        return self._ends_in_s(token)
+
+    def _ends_in_s(self, token):
+        return token.endswith("s")
+"""
+
+
+def test_the_branches_of_the_private_functions_a_method_calls_count_with_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`is_plural` is one line; its branches are in the `_check` it calls (and `_ends_in_s`,
+    which that calls). Counted only in its own lines, one call covered it all: two rows, `True`
+    and `False`, and the table's words never tried. Counted with its private helpers, the
+    branch cover keeps a word of each table too."""
+    project = make_project(tmp_path, {"words": CHECKS})
+    results = analyze(project, "pkg/words.py", capsys, monkeypatch)
+    text = written(results["Words.is_plural"], "tests/test_words_Words_is_plural.py", project)
+    assert "('men', True)" in text and "('man', False)" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+    tree = ast.parse(CHECKS)
+    is_plural = find_definition(tree, "Words", "is_plural")
+    assert is_plural is not None
+    assert [f.name for f in private_helpers(tree, "Words", is_plural)] == ["_check", "_ends_in_s"]
+
+
 def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) -> None:
     """Every child forks the same state of `random`, so the two probe runs were two draws: a
     function returning one of few words passed both by chance and failed in a suite. The child
@@ -1577,11 +1616,11 @@ def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) ->
     path = os.path.realpath(str(module.__file__))
     lines = Path(path).read_text().split("\n")
     coin = call_probe.observe(
-        module, path, lines, {"function": "coin", "method": None, "lines": [4, 5]},
+        module, path, lines, {"function": "coin", "method": None, "lines": [[4, 5]]},
         {"arguments": "", "instance": None}, False,
     )  # fmt: skip
     double = call_probe.observe(
-        module, path, lines, {"function": "double", "method": None, "lines": [8, 9]},
+        module, path, lines, {"function": "double", "method": None, "lines": [[8, 9]]},
         {"arguments": "3", "instance": None}, False,
     )  # fmt: skip
     assert coin["varies"] is True and double["varies"] is False and double["value"] == "6"

@@ -123,7 +123,7 @@ def test_the_probe_calls_the_reader_on_the_result_and_only_there(tmp_path: Path)
     spec.loader.exec_module(module)
     path = os.path.realpath(str(module.__file__))
     lines = Path(path).read_text().split("\n")
-    exactly = {"function": "exactly", "method": None, "lines": [29, 36]}
+    exactly = {"function": "exactly", "method": None, "lines": [[29, 36]]}
 
     def observed(request: dict[str, object], call: dict[str, object]) -> dict[str, object]:
         seen: dict[str, object] = call_probe.observe(module, path, lines, request, call, False)
@@ -137,7 +137,7 @@ def test_the_probe_calls_the_reader_on_the_result_and_only_there(tmp_path: Path)
     unmade = observed(exactly, {"arguments": "3", "instance": None, "then": ["match", "'x'"]})
     assert unmade["outcome"] == "setup_failed"
     # A name the allow-list let through that a decorator made into an object (`@Rule`).
-    match = {"function": "match", "method": "match", "lines": [8, 12]}
+    match = {"function": "match", "method": "match", "lines": [[8, 12]]}
     built = observed(match, {"arguments": "'12a'", "instance": "Pattern(digits)"})
     assert built["outcome"] == "returned" and built["value"] == "'12'"
 

@@ -231,10 +231,12 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     finally:
         signal.alarm(0)
     if tracer is not None:
-        first, last = request["lines"]
+        spans = request["lines"]  # the target's, then the private functions it calls
         arcs = tracer.get_data().arcs(path) or []
         seen["arcs"] = sorted(
-            [a, b] for a, b in arcs if first <= abs(a) <= last or first <= abs(b) <= last
+            [a, b]
+            for a, b in arcs
+            if any(first <= abs(a) <= last or first <= abs(b) <= last for first, last in spans)
         )
     after = files_state()  # once: a walk of the folder per file made a call cost seconds
     seen["files_changed"] = sorted(
