@@ -17,6 +17,7 @@ import remora.tool_library.call_probe as call_probe
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.callable_values import fitting_functions
 from remora.tool_library.method_roles import readers, result_class, returned_function
+from remora.tool_library.parameter_types import usage
 from remora.tool_library.parameter_values import union_kinds
 from tests.test_call_exploration import (
     analyze,
@@ -332,3 +333,25 @@ def test_a_builders_setter_is_tested_through_what_it_draws_after_the_rows_people
     ) in text, text
     assert "draw() is None" not in text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_parameter_read_item_by_item_is_given_tuples_of_that_many_numbers() -> None:
+    """hsluv's `lch_to_luv(_hx_tuple)` reads `_hx_tuple[0]` to `[2]` through `float(...)`: it
+    was given `[1, 2]`, `'abc'` and `{'a': 1}`, and its tests pinned the IndexError, ValueError
+    and KeyError they raise. Read at positions 0 to n - 1 it is a tuple of n numbers; read at
+    0 and 2 only, or also iterated, nothing is said of its length."""
+    source = (
+        "import math\n\n"
+        "def to_polar(point):\n"
+        "    x = float(point[0])\n"
+        "    y = float(point[1])\n"
+        "    return (math.hypot(x, y), math.atan2(y, x))\n\n"
+        "def ends(row):\n"
+        "    return row[0], row[2]\n\n"
+        "def total(items):\n"
+        "    return sum(items[i] for i in range(len(items))) + items[0] + items[1]\n"
+    )
+    polar = [c.arguments for c in candidate_calls(source, "to_polar")]
+    assert polar[:2] == ["(0.25, 0.5)", "(1, 2)"], polar
+    assert not any(c.arguments.startswith("(0.25") for c in candidate_calls(source, "ends"))
+    assert usage(ast.parse(source).body[3]) == {}  # `items` has a length: no fixed size

@@ -26,10 +26,20 @@ NAMED_TYPES = {
 def usage(definition: ast.FunctionDef) -> dict[str, str]:
     """The type each name's use in the body suggests: a str-only method called on it, a list
     or dict method, arithmetic with it, iterating over it; a string key (`mdict['hours']`)
-    says dict whatever else it is given (`mdict.pop(...)` is a list's method too)."""
+    says dict whatever else it is given (`mdict.pop(...)` is a list's method too); a name read
+    only at the positions 0 to n - 1 (`rgb[0]`, `rgb[1]`, `rgb[2]`), where nothing else says
+    what it is, a tuple of n values (`tuple[3]`: hsluv's `lch_to_luv(_hx_tuple)` was given
+    `[1, 2]` and `'abc'`, and its tests pinned the IndexError and ValueError they raise)."""
     found: dict[str, str] = {}
     keyed: set[str] = set()  # `mdict['hours']`: only a mapping takes a string key
+    positions: dict[str, set[object]] = {}
     for node in ast.walk(definition):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            # `items[i]` or `len(items)` reads a length of its own: no fixed size (None).
+            held = node.slice.value if isinstance(node.slice, ast.Constant) else None
+            positions.setdefault(node.value.id, set()).add(held)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "len" and node.args:
+            positions.setdefault(ast.unparse(node.args[0]), set()).add(None)
         if (
             isinstance(node, ast.Subscript)
             and isinstance(node.value, ast.Name)
@@ -61,7 +71,23 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
             and isinstance(node.args[0], ast.Name)
         ):
             found.setdefault(node.args[0].id, "list")
+    for name, read in positions.items():
+        if 2 <= len(read) <= MAX_POSITIONS and read == set(range(len(read))):
+            found.setdefault(name, f"tuple[{len(read)}]")
     return found | dict.fromkeys(keyed, "dict")
+
+
+MAX_POSITIONS = 6
+"""Positions a tuple read item by item has, at most (a colour's three, a box's four)."""
+
+
+def sized_tuples(size: int) -> list[str]:
+    """Tuples of `size` numbers (what a colour's or a point's items are turned into with
+    `float(...)`, or computed with; words there only raise what a reviewer deletes)."""
+    return [
+        repr(tuple(round(0.25 * (i + 1), 2) for i in range(size))),
+        repr(tuple(range(1, size + 1))),
+    ]
 
 
 ITERATING = frozenset({"enumerate", "zip", "sorted", "reversed"})

@@ -1,13 +1,10 @@
-"""Values for a function's parameters, from its code alone: the syntax tree (ast), no model.
-
-A parameter's pool, most telling first: quoted examples in the docstring for text, a value of
-its annotated type (or of its default's type, or of what its use in the body or its name
-suggests: `.upper()` makes it text, `+ count` a number), the literals the body compares it with
-and their neighbours (`percent > 100` gives 101, 100 and 99), the module's other literals of
-its type, its default. Parameters annotated with one of the module's classes, or named after one
-(`stock` for `Stock`), get instances: constructor calls found in the project, built from the
-constructor's own parameters, or proposed by the model. Call sites are calls people wrote.
-"""
+"""Values for a function's parameters, from its code alone (ast, no model). A pool, most
+telling first: quoted examples in the docstring for text, a value of its annotated type (or its
+default's, or what its use or name suggests: `.upper()` text, `+ count` a number, `rgb[0]` to
+`rgb[2]` a tuple of three), the literals the body compares it with and their neighbours, the
+module's other literals of its type, its default. Parameters annotated with one of the module's
+classes, or named after one (`stock` for `Stock`), get instances: constructor calls found in the
+project, built from the constructor's own parameters, or proposed by the model."""
 
 from __future__ import annotations
 
@@ -24,7 +21,13 @@ from remora.tool_library.class_shapes import (
     inherited_init,
 )
 from remora.tool_library.code_literals import docstring_strings, literals, words
-from remora.tool_library.parameter_types import NAMED_TYPES, callee_usage, keyed_dicts, usage
+from remora.tool_library.parameter_types import (
+    NAMED_TYPES,
+    callee_usage,
+    keyed_dicts,
+    sized_tuples,
+    usage,
+)
 from remora.tool_library.pattern_values import Pattern, shapes
 from remora.tool_library.standard_values import STANDARD_VALUES, isinstance_checks, standard_type
 
@@ -285,6 +288,9 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
             return [parameter.default, *shorter(parameter.default), *TYPE_VALUES[default_kind]]
     if parameter.used_as in TYPE_VALUES:
         return list(TYPE_VALUES[parameter.used_as])
+    sized = re.fullmatch(r"tuple\[(\d)\]", parameter.used_as)
+    if sized:  # read item by item at positions 0 to n - 1 (parameter_types.usage)
+        return sized_tuples(int(sized.group(1)))
     return list(UNTYPED)
 
 
