@@ -31,22 +31,14 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
     what it is, a tuple of n values (`tuple[3]`: hsluv's `lch_to_luv(_hx_tuple)` was given
     `[1, 2]` and `'abc'`, and its tests pinned the IndexError and ValueError they raise)."""
     found: dict[str, str] = {}
-    keyed: set[str] = set()  # `mdict['hours']`: only a mapping takes a string key
-    positions: dict[str, set[object]] = {}
+    positions: dict[str, set[object]] = {}  # the constants each name is subscripted with
     for node in ast.walk(definition):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             # `items[i]` or `len(items)` reads a length of its own: no fixed size (None).
             held = node.slice.value if isinstance(node.slice, ast.Constant) else None
             positions.setdefault(node.value.id, set()).add(held)
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "len" and node.args:
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "len" and node.args:
             positions.setdefault(ast.unparse(node.args[0]), set()).add(None)
-        if (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.value, ast.Name)
-            and isinstance(node.slice, ast.Constant)
-            and isinstance(node.slice.value, str)
-        ):
-            keyed.add(node.value.id)
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             name, attribute = node.value.id, node.attr
             if attribute in STR_METHODS:
@@ -74,6 +66,8 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
     for name, read in positions.items():
         if 2 <= len(read) <= MAX_POSITIONS and read == set(range(len(read))):
             found.setdefault(name, f"tuple[{len(read)}]")
+    # `mdict['hours']`: only a mapping takes a string key.
+    keyed = [name for name, read in positions.items() if any(isinstance(k, str) for k in read)]
     return found | dict.fromkeys(keyed, "dict")
 
 
