@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from remora.agents.definition import Agent, load_agent
+from remora.bundled_agents.lint.host import declared_python_floor
 from remora.cli.main import main
 from remora.config.settings import CommandSettings, ModelProfileName, RunnerSettings
 from remora.discovery.discover import discover_nodes
@@ -213,6 +214,98 @@ def test_ruff_output_past_the_limit_still_gives_its_findings(
     assert reported(report) == expected
     assert {r["status"] for r in report["results"]} == {"success"}
     assert "no fixes applied" in result_of(report, "<module>")["summary"]
+
+
+OLD_PYTHON = """\
+import os
+from typing import List, Optional
+
+
+def first(items: List[int], default: Optional[int] = None) -> Optional[int]:
+    return items[0] if items else default
+"""
+"""Annotations a ruff targeting Python 3.10 rewrites (`list[int]`, `int | None`): evaluated at
+import, they fail on Python 3.7 to 3.9. And an unused import, a problem at every target."""
+
+
+@pytest.mark.parametrize(
+    ("declared", "target"),
+    [
+        ({"setup.cfg": "[options]\npython_requires = >=3.7\n"}, "py37"),
+        ({"setup.py": 'import setuptools\n\nsetuptools.setup(python_requires=">=3.8")\n'}, "py38"),
+        ({"setup.cfg": "[options]\npython_requires = >=2.7, !=3.0.*\n"}, "py37"),
+    ],
+)
+def test_a_python_floor_declared_only_where_ruff_does_not_read_it_is_passed_to_ruff(
+    shelf: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    declared: dict[str, str],
+    target: str,
+) -> None:
+    """natsort declares `python_requires = >=3.7` in setup.cfg only: ruff, not reading it, took
+    its default target (3.10) and its safe fixes broke the import on 3.7 to 3.9. The floor is
+    passed to ruff: findings and fixes are those of `ruff check --target-version`."""
+    (shelf / "pkg" / "shelf.py").write_text(OLD_PYTHON)
+    write_files(shelf, declared)
+    reference = tmp_path / "reference"
+    shutil.copytree(shelf, reference)
+    ruff(reference, "--fix", "--target-version", target, ".")
+    assert "Optional[int]" in (reference / "pkg" / "shelf.py").read_text()
+    expected = sorted(
+        (p["filename"], p["location"]["row"], p["location"]["column"], p["code"])
+        for p in ruff(shelf, "--no-fix", "--target-version", target, ".")
+    )
+    assert "UP045" in {p["code"] for p in ruff(shelf, "--no-fix", "--target-version", "py310")}
+
+    code, report, err, requests = lint(capsys, "--fix")
+
+    assert requests == [] and code == 1, err
+    assert reported(report) == [
+        (Path(file).relative_to(shelf).as_posix(), *rest) for file, *rest in expected
+    ]
+    fixed = (shelf / "pkg" / "shelf.py").read_text()
+    assert fixed == (reference / "pkg" / "shelf.py").read_text()
+    (name,) = declared
+    assert result_of(report, "<module>")["summary"].endswith(
+        f"; ruff's target {target}, from {name}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "floor"),
+    [
+        ("setup.cfg", "[options]\npython_requires = >=3.9, <4\n", 9),
+        ("setup.cfg", "[options]\npython_requires = ==3.11.*\n", 11),
+        ("setup.cfg", "[options]\npython_requires = >3.6\n", 6),
+        ("setup.cfg", "[metadata]\nname = shelf\n", None),
+        ("setup.cfg", "[options]\npython_requires = three\n", None),
+        ("setup.cfg", "not an ini file", None),
+        ("setup.py", "setup(python_requires=REQUIRED)\n", None),  # not plain text: not run
+        ("setup.py", "setup(\n", None),
+        ("setup.py", "setup(name='x', python_requires='~=3.8')\n", 8),
+    ],
+)
+def test_the_python_floor_is_read_from_plain_text_only(
+    name: str, text: str, floor: int | None
+) -> None:
+    assert declared_python_floor(name, text) == floor
+
+
+def test_ruff_reads_the_python_floor_itself_where_the_project_says_it_to_ruff(
+    shelf: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`requires-python` in pyproject.toml, which ruff reads: that one counts, not setup.cfg's."""
+    (shelf / "pkg" / "shelf.py").write_text(OLD_PYTHON)
+    write_files(shelf, {"setup.cfg": "[options]\npython_requires = >=3.7\n"})
+    pyproject = '[project]\nname = "shelf"\nrequires-python = ">=3.10"\n\n' + RUFF_CONFIG
+    (shelf / "pyproject.toml").write_text(pyproject)
+    expected = found_by_ruff(shelf)
+    assert "UP045" in {rule for *_, rule in expected}
+    code, report, err, _ = lint(capsys)
+    assert code == 1, err
+    assert reported(report) == expected
+    assert "target" not in result_of(report, "<module>")["summary"]
 
 
 # --- a prompt longer than the context: a refused request, not a failed run ---------------------

@@ -239,6 +239,8 @@ class CommandSettings(Section):
             "ruff.toml",
             ".ruff.toml",
             "setup.cfg",
+            # Not a program's configuration, but the lint agent reads its python_requires.
+            "setup.py",
             "tox.ini",
             "pytest.ini",
             ".pytest.ini",
@@ -247,9 +249,10 @@ class CommandSettings(Section):
             "conftest.py",
         ]
     )
-    """Configuration files the allowed programs read (plain file names). The content of each
-    one found in a node's folder or any folder above it, up to the project root, is part of the
-    result cache key, with the programs' versions: editing one re-runs the jobs it can affect."""
+    """Configuration files the allowed programs and the agents' tools read (plain file names).
+    The content of each one found in a node's folder or any folder above it, up to the project
+    root, is part of the result cache key, with the programs' versions: editing one re-runs the
+    jobs it can affect."""
 
 
 class SandboxSettings(SandboxLimits):
