@@ -477,7 +477,7 @@ def test_cases_construct_the_modules_own_classes(
     assert result["status"] == "success", result["error"]
     assert asked == []
     text = (demo / "tests" / "test_shapes_area.py").read_text()
-    assert "from inventory.shapes import area, Box, TooSmall  # noqa: E402" in text
+    assert "from inventory.shapes import Box, TooSmall, area  # noqa: E402" in text
     assert "assert area(Box(3)) == 9" in text
     assert (
         "    with pytest.raises(TooSmall, match='3'):\n        area(Box(3), minimum=10)\n"
@@ -571,7 +571,7 @@ def test_values_that_are_no_literal_are_pinned_through_their_repr(
     assert "from decimal import Decimal\n" in text["price"]
     assert re.search(r"Decimal\('-?[\d.]+'\)", text["price"]), text["price"]
     assert re.search(r"Color\.(RED|BLUE)", text["color"]), text["color"]
-    assert "import color, Color  # noqa: E402" in text["color"]
+    assert "import Color, color  # noqa: E402" in text["color"]
     assert re.search(r"Point\(x=-?\d+, y=-?\d+\)", text["mirrored"]), text["mirrored"]
     assert re.search(r"Span\(start=-?\d+, end=-?\d+\)", text["span"]), text["span"]
     done = pytest_direct(demo / "tests", cwd=demo.parent)

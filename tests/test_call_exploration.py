@@ -24,12 +24,12 @@ from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.call_forms import is_operator, negated
-from remora.tool_library.call_selection import select_calls
+from remora.tool_library.call_selection import assertable, select_calls
 from remora.tool_library.candidate import Candidate, find_definition
 from remora.tool_library.case_checks import pattern_literal, standard_imports, used_names
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.characterize import allowed, branches_left
-from remora.tool_library.class_shapes import abstract, inherited_init, overrides
+from remora.tool_library.class_shapes import abstract, held_in, inherited_init, overrides
 from remora.tool_library.doctest_examples import example_trees
 from remora.tool_library.method_roles import mutators, private_helpers
 from remora.tool_library.test_cases import parse_test_case
@@ -295,7 +295,7 @@ def test_a_parameter_annotated_with_a_module_class_gets_an_instance(
     results = analyze(project, "pkg/carts.py", capsys, monkeypatch)
 
     text = written(results["total"], "tests/test_carts_total.py", project)
-    assert "from pkg.carts import total, Cart  # noqa: E402" in text
+    assert "from pkg.carts import Cart, total  # noqa: E402" in text
     assert "        (Cart([1, 2, 3]), 6),\n" in text
     assert "    assert total(cart) == expected\n" in text
     rows = re.findall(r"^        \((.*), \d+\),$", text, re.MULTILINE)
@@ -1694,3 +1694,113 @@ def test_class_and_static_methods_are_called_on_the_class(
     with pytest.raises(ValueError, match=r"one call Color\.from_rgb"):
         parse_test_case("Color('a', (1, 2, 3)).from_rgb(1, 2, 3)", "Color.from_rgb", COLORS)
     assert parse_test_case("Color.clamp(300) == 255", "Color.clamp", COLORS)["kind"] == "equals"
+
+
+TAGS = """from typing import Iterable, NamedTuple
+
+
+class Tag(NamedTuple):
+    name: str
+    weight: int
+
+
+class TagSet:
+    def __init__(self, known: Iterable[Tag]) -> None:
+        self._known = {tag.name for tag in known}
+        self._chosen: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self._chosen)
+
+    def __repr__(self) -> str:
+        return repr(sorted(self._chosen))
+
+    def choose(self, name: str) -> None:
+        if name not in self._known:
+            raise ValueError(f"unknown tag: {name}")
+        self._chosen.add(name)
+"""
+
+
+def test_a_collection_of_the_modules_class_is_given_in_a_collection_and_read_back_filled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`known: Iterable[Tag]` was given one `Tag(...)`: iterating its fields, the constructor
+    raised AttributeError and no method got a test. Now a list of tags; and a reader is pinned
+    on the instance a mutator filled (`len(tag_set) == 1` after `choose`), beside the empty
+    instance's `0`, which alone pins little."""
+    project = make_project(tmp_path, {"tags": TAGS})
+    results = analyze(project, "pkg/tags.py", capsys, monkeypatch)
+    choose = written(results["TagSet.choose"], "tests/test_tags_TagSet_choose.py", project)
+    assert "TagSet([Tag(" in choose and "pytest.raises(ValueError" in choose, choose
+    size = written(results["TagSet.__len__"], "tests/test_tags_TagSet___len__.py", project)
+    assert "    assert len(tag_set) == 0\n" in size, size
+    assert "    tag_set.choose('abc')\n    assert len(tag_set) == 1\n" in size, size
+    shown = written(results["TagSet.__repr__"], "tests/test_tags_TagSet___repr__.py", project)
+    assert "    assert repr(tag_set) == \"['abc']\"\n" in shown, shown
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_collection_annotation_holds_the_instances() -> None:
+    built = ["Tag('abc', 3)", "Tag('x', 1)"]
+    assert held_in("Iterable[Tag]", "Tag", built)[:2] == [
+        "[Tag('abc', 3)]",
+        "[Tag('abc', 3), Tag('x', 1)]",
+    ]
+    assert held_in("Optional[list[Tag]]", "Tag", built)[0] == "[Tag('abc', 3)]"
+    assert held_in("tuple[Tag, ...]", "Tag", built)[0] == "(Tag('abc', 3),)"
+    assert held_in("dict[str, Tag]", "Tag", built)[0] == "{'abc': Tag('abc', 3)}"
+    assert held_in("set[Tag] | None", "Tag", built)[0] == "{Tag('abc', 3)}"
+    assert held_in("Tag", "Tag", built) == built
+    assert held_in("Optional[Tag]", "Tag", built) == built
+    assert held_in("dict[Tag, int]", "Tag", built) == built  # keys: not built here
+
+
+BOARD = '''class Board:
+    def __init__(self, width=None, cells=None):
+        self.width = width
+        self.cells = cells
+
+    def row(self, index):
+        if self.width is None:
+            raise ValueError("an empty board has no rows")
+        start = index * self.width
+        return self.cells[start : start + self.width]
+
+
+def board(rows):
+    """A board of the given rows.
+
+    >>> board([[1, 2], [3, 4]]).width
+    2
+    """
+    return Board(len(rows[0]), [cell for row in rows for cell in row])
+'''
+
+
+def test_a_class_the_module_builds_through_a_function_is_tested_on_what_that_builds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kdtree's KDNode is built by `create([...])`; its constructor alone gives an empty node,
+    and every method tested on `KDNode()` raised. A public function of the module that builds
+    the class (every `return` constructs it) is called as its examples call it, and the
+    method tested on what it built. A `KeyError` of a number (`cells[0]` of a dict given for
+    a sequence) is not pinned: the call's fault, not the code's behaviour."""
+    project = make_project(tmp_path, {"board": BOARD})
+    results = analyze(project, "pkg/board.py", capsys, monkeypatch)
+    text = written(results["Board.row"], "tests/test_board_Board_row.py", project)
+    assert "from pkg.board import Board, board  # noqa: E402\n" in text, text  # isort's order
+    # Not `board = board(...)`: the name is the function's (an UnboundLocalError).
+    assert "    board_ = board([[1, 2], [3, 4]])\n    assert board_.row(index) == " in text, text
+    assert "        (1, [3, 4]),\n" in text, text
+    assert "KeyError" not in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_key_error_of_a_number_is_the_calls_fault_unless_the_module_raises_it() -> None:
+    """`point[0]` of `{'a': 1}` given where a sequence is read raises KeyError(0): a test of
+    that is a test of the argument. A KeyError the module raises itself is its behaviour."""
+    read = {"outcome": "raised", "exception": "KeyError", "exception_bases": ["LookupError"]}
+    assert not assertable(read | {"message": "0", "site_is_raise": False}, [], "pkg.points")
+    assert assertable(read | {"message": "'x'", "site_is_raise": False}, [], "pkg.points")
+    assert assertable(read | {"message": "3", "site_is_raise": True}, [], "pkg.points")

@@ -120,6 +120,10 @@ def receiver(owner: str, candidate: Mapping[str, Any]) -> tuple[str, list[str]]:
     if candidate["instance"] == owner:
         return owner, []
     variable = instance_variable(owner)
+    # Not a name the instance is built with: `board = board([[1, 2]])` is an UnboundLocalError.
+    built_with = ast.parse(str(candidate["instance"]), mode="eval")
+    if any(isinstance(n, ast.Name) and n.id == variable for n in ast.walk(built_with)):
+        variable += "_"
     built = [f"    {variable} = {candidate['instance']}", *setup_lines(variable, candidate)]
     return variable, built
 

@@ -7,7 +7,8 @@ object of the module's classes, an argument it mutated, the instance's state aft
 call, or an exception worth pinning. `TypeError`, `AttributeError` and their like are pinned
 only where the module raises them itself (`raise TypeError(...)`): raised from inside an
 expression they say the argument contradicts its use, which is the candidate's fault, not the
-function's behaviour. Environment errors (`OSError` and its subclasses) likewise.
+function's behaviour. So does a `KeyError` of a number (a mapping read by position). Environment
+errors (`OSError` and its subclasses) likewise.
 
 Among the kept calls a greedy cover picks, while a call adds branch arcs no earlier pick
 covered: calls that return before calls that raise, at most one per raise site, calls people
@@ -36,6 +37,9 @@ OTHER_VALUES = 8
 """Returns of further values (same branches, other results) kept at most."""
 PER_PARAMETER = 5
 """Of those, varying one parameter at most."""
+READ_BACK = 2
+"""Of those, calls on an instance other calls filled first (`flags.add('abc')`, then
+`len(flags) == 1`), whatever their arguments: the empty instance's `0` alone pins little."""
 EMPTY = frozenset({"[]", "{}", "()", "''", "set()", "b''"})
 """Return values that pin little: a call that returns something else is preferred."""
 BOUNDARY_CASES = 3
@@ -121,6 +125,8 @@ def assertable(seen: Mapping[str, Any], module_classes: Sequence[str], module_na
     explicit = bool(seen.get("site_is_raise"))
     if (name in CONTRADICTION_ERRORS or bases & ENVIRONMENT_ERRORS) and not explicit:
         return False
+    if name == "KeyError" and str(seen.get("message")).lstrip("-").isdigit() and not explicit:
+        return False  # `point[0]` of a dict given where a sequence is read: the call's fault
     return bool(bases) or (seen.get("exception_module") == module_name and name in module_classes)
 
 
@@ -171,13 +177,15 @@ def other_values(
     usable: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
     chosen: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
 ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
-    """Returns of other values, one parameter varied from the first chosen call: first those that
-    rewrite their text argument in a way no chosen call does (`'person'` -> `'people'` beside
-    `'abc'` -> `'abcs'`: another rule of the function's tables), then any other value."""
+    """Returns of other values, one parameter varied from the first chosen call, or on an
+    instance other calls filled first: first those that rewrite their text argument in a way
+    no chosen call does (`'person'` -> `'people'` beside `'abc'` -> `'abcs'`: another rule of
+    the function's tables), then any other value."""
     values = {str(seen.get("value")) for _, seen in chosen}
     rewrites = {rewrite(candidate, seen) for candidate, seen in chosen}
     reference = next((split_arguments(str(c.get("arguments"))) for c, _ in chosen), [])
     varied: dict[int, int] = {}
+    read_back = 0
     added: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
     for only_new_rewrites in (True, False):
         for item in usable:
@@ -196,7 +204,9 @@ def other_values(
                 continue
             if often and not only_new_rewrites:
                 continue
-            if item[1].get("outcome") == "returned" and fresh and len(differing) == 1:
+            filled = item[0].get("origin") == "sequence" and read_back < READ_BACK
+            if item[1].get("outcome") == "returned" and fresh and (len(differing) == 1 or filled):
+                read_back += filled
                 values.add(value)
                 rewrites.add(change)
                 for index in differing:

@@ -11,7 +11,13 @@ from functools import lru_cache
 from typing import Any
 
 from remora.tool_library.code_literals import literals, taking_turns, words
-from remora.tool_library.doctest_examples import Example, doctest_constructions, example_trees
+from remora.tool_library.doctest_examples import (
+    Example,
+    doctest_calls,
+    doctest_constructions,
+    example_trees,
+)
+from remora.tool_library.method_roles import result_class
 from remora.tool_library.pattern_values import Pattern, module_patterns, table_texts
 from remora.tool_library.standard_values import imported_names
 
@@ -94,6 +100,8 @@ def module_facts(source: str, imported: tuple[str, ...] = ()) -> ModuleFacts:
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     examples = example_trees(tree)
     constructions = doctest_constructions(examples, classes)
+    for made, texts in factory_calls(tree, classes, examples).items():
+        constructions[made] += [text for text in texts if text not in constructions[made]]
     # Its words and those of its tables' patterns take turns (code_literals, pattern_values).
     trees = [tree, *(parsed for parsed in map(_parsed, imported) if parsed is not None)]
     texts = table_texts(trees)
@@ -119,3 +127,27 @@ def find_definition(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef 
     # one a redefinition left in force.
     found = [node for node in body if isinstance(node, ast.FunctionDef) and node.name == name]
     return found[-1] if found else None
+
+
+FACTORY_CALLS = 2
+"""Calls of a module function that builds a class, kept per class: the longest first."""
+
+
+def factory_calls(
+    tree: ast.Module, classes: dict[str, ast.ClassDef], examples: list[Example]
+) -> dict[str, list[str]]:
+    """Calls in the module's examples of its public functions that build one of its classes
+    (every `return` constructs it, or the return annotation names it): `create([(2, 2), (2,
+    1), (2, 3)])` for kdtree's KDNode, whose constructor alone builds only an empty node (a
+    tree's methods were tested on `KDNode()`, every one raising). The longest first: the one
+    holding the most."""
+    found: dict[str, list[str]] = {}
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef) or function.name.startswith("_"):
+            continue
+        made = result_class(function, "", classes)
+        if made:
+            calls = doctest_calls(examples, function, "", function.name)
+            texts = sorted((f"{function.name}({c})" for c in calls), key=len, reverse=True)
+            found.setdefault(made, []).extend(texts[:FACTORY_CALLS])
+    return found

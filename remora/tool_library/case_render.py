@@ -39,6 +39,7 @@ from remora.tool_library.case_checks import (
     writable,
 )
 from remora.tool_library.case_names import describe, instance_variable, named_test, snake
+from remora.tool_library.module_paths import root_expression
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
@@ -378,22 +379,12 @@ def render_module(
     lines.append(f"# The folder holding `{top}`, so the tests import it without installing it.")
     lines.append(f"sys.path.insert(0, str({root_expression(tests_folder, import_root)}))")
     lines.append("")
-    lines.append(f"from {module} import {', '.join(names)}  # noqa: E402")
+    # In isort's order (ruff's I001 on the project's tests): constants, classes, the rest.
+    kinds = sorted(
+        names, key=lambda n: (0 if n.isupper() and len(n) > 1 else 2 - n[0].isupper(), n)
+    )
+    lines.append(f"from {module} import {', '.join(kinds)}  # noqa: E402")
     text = "\n".join(lines) + "\n"
     for test in tests:
         text += "\n\n" + test["code"]
     return text
-
-
-def root_expression(from_folder: str, to_folder: str) -> str:
-    """Python code for `to_folder`, computed at run time from a file in `from_folder` (both
-    relative to the project root)."""
-    start = [part for part in from_folder.split("/") if part]
-    end = [part for part in to_folder.split("/") if part]
-    common = 0
-    while common < len(start) and common < len(end) and start[common] == end[common]:
-        common += 1
-    code = f"pathlib.Path(__file__).resolve().parents[{len(start) - common}]"
-    for part in end[common:]:
-        code += f" / {part!r}"
-    return code

@@ -223,3 +223,36 @@ def record_fields(node: ast.ClassDef) -> list[tuple[str, str | None]] | None:
         written = f"{statement.target.id}: {kind}"
         fields.append((written, None if value is None else ast.unparse(value)))
     return fields
+
+
+def held_in(annotation: str, name: str, instances: list[str]) -> list[str]:
+    """Instances of the module's class `name` as the annotation holds them: in a list for
+    `Iterable[Flag]` or `list[Flag]`, a tuple for `tuple[Flag, ...]`, a set for `set[Flag]`,
+    a dict's values for `dict[str, Flag]` (an `Optional` around it read as its inside); the
+    instances themselves where the class is the annotation. Given `Flag('abc', 3)` itself,
+    `Flags(defined_flags: Iterable[Flag])` iterated over its fields: an AttributeError."""
+    try:
+        node = ast.parse(annotation.replace("typing.", "") or "_", mode="eval").body
+    except SyntaxError:
+        return instances
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Optional":
+        node = node.slice
+    if isinstance(node, ast.BinOp) and ast.unparse(node.right) == "None":
+        node = node.left
+    if not isinstance(node, ast.Subscript) or not instances:
+        return instances
+    outer = ast.unparse(node.value).rpartition(".")[2]
+    inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if [ast.unparse(item) for item in inner][-1:] != [name] and outer not in ("tuple", "Tuple"):
+        return instances
+    first, both = instances[0], ", ".join(instances[:2])
+    if outer in ("tuple", "Tuple") and ast.unparse(inner[0]) == name:
+        return [f"({first},)", f"({both},)", "()"]
+    if outer in ("set", "Set", "frozenset", "FrozenSet", "AbstractSet", "MutableSet"):
+        return [f"{{{first}}}", f"{{{both}}}", "set()"]
+    if outer in ("dict", "Dict", "Mapping", "MutableMapping") and len(inner) == 2:
+        key = {"str": "'abc'", "int": "1"}.get(ast.unparse(inner[0]))
+        return [f"{{{key}: {first}}}", "{}"] if key else instances
+    if outer in SEQUENCE_BASES | {"List", "Iterable", "Collection", "Reversible"}:
+        return [f"[{first}]", f"[{both}]", "[]"]
+    return instances

@@ -172,3 +172,16 @@ def case_variants(arguments: str) -> list[str]:
                     found.append(ast.unparse(call)[2:-1])
                 return found
     return []
+
+
+def shorter(default: str) -> list[str]:
+    """A container default's own elements in smaller containers: its first alone, and none
+    (`("'",)` and `()` for `("'", '"')`): values of the kind of contents the code reads, tried
+    before a generic `(1, 2)`, which gives a tuple of quote characters integers."""
+    value = ast.literal_eval(default)
+    if not isinstance(value, tuple | list | set | dict) or not value:
+        return []
+    if isinstance(value, dict):
+        return [repr(dict([next(iter(value.items()))])), "{}"]
+    items = sorted(value, key=repr) if isinstance(value, set) else list(value)
+    return [repr(type(value)(items[:1])), repr(type(value)())]

@@ -145,3 +145,17 @@ def python_sources(
             elif "." not in entry:
                 pending.append(path)
     return found
+
+
+def root_expression(from_folder: str, to_folder: str) -> str:
+    """Python code for `to_folder`, computed at run time from a file in `from_folder` (both
+    relative to the project root)."""
+    start = [part for part in from_folder.split("/") if part]
+    end = [part for part in to_folder.split("/") if part]
+    common = 0
+    while common < len(start) and common < len(end) and start[common] == end[common]:
+        common += 1
+    code = f"pathlib.Path(__file__).resolve().parents[{len(start) - common}]"
+    for part in end[common:]:
+        code += f" / {part!r}"
+    return code

@@ -18,9 +18,10 @@ from remora.tool_library.class_shapes import (
     abstract,
     base_names,
     collection_contents,
+    held_in,
     inherited_init,
 )
-from remora.tool_library.code_literals import docstring_strings, literals, words
+from remora.tool_library.code_literals import docstring_strings, literals, shorter, words
 from remora.tool_library.parameter_types import (
     NAMED_TYPES,
     callee_usage,
@@ -268,8 +269,8 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
     kind = outer_type(parameter.annotation)
     annotated_class = re.findall(r"[A-Za-z_]\w*", parameter.annotation or parameter.used_as)
     for name in [*annotated_class, snake_to_class(parameter.name, factory.classes)]:
-        if name in factory.classes:
-            return factory.instances(name, depth)
+        if name in factory.classes:  # `Flag`, or a collection of them: `Iterable[Flag]`
+            return held_in(parameter.annotation, name, factory.instances(name, depth))
     standard = standard_type(parameter.annotation or parameter.used_as, factory.imports)
     if standard:  # `uuid.UUID(...)`, `datetime.date(...)`: built with the type's module
         optional = re.search(r"None|Optional", parameter.annotation)
@@ -335,19 +336,6 @@ def union_kinds(text: str) -> list[str]:
     if not kinds or kinds == ["none"]:
         return []
     return sorted(dict.fromkeys(kinds), key=lambda kind: kind == "none")
-
-
-def shorter(default: str) -> list[str]:
-    """A container default's own elements in smaller containers: its first alone, and none
-    (`("'",)` and `()` for `("'", '"')`): values of the kind of contents the code reads, tried
-    before a generic `(1, 2)`, which gives a tuple of quote characters integers."""
-    value = ast.literal_eval(default)
-    if not isinstance(value, tuple | list | set | dict) or not value:
-        return []
-    if isinstance(value, dict):
-        return [repr(dict([next(iter(value.items()))])), "{}"]
-    items = sorted(value, key=repr) if isinstance(value, set) else list(value)
-    return [repr(type(value)(items[:1])), repr(type(value)())]
 
 
 def literal_kind(text: str) -> str:

@@ -17,6 +17,7 @@ import functools
 from typing import Any
 
 from remora.tool_library import class_shapes
+from remora.tool_library.method_roles import result_class
 from remora.tool_library.standard_values import BYTE_BUILDERS, CALLABLE_BUILTINS, STANDARD_VALUES
 
 MAX_CASE_LENGTH = 500
@@ -130,8 +131,9 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
         names = [owner]
     elif owner:
         # A method is called on an instance built by the class's constructor (or by one of
-        # its subclasses in the module: an abstract class is never built itself), in one case.
-        receivers = {owner} | subclasses(source, owner)
+        # its subclasses in the module: an abstract class is never built itself; or by a
+        # function of the module that builds it: kdtree's `create([...])`), in one case.
+        receivers = {owner} | subclasses(source, owner) | factories(source, owner)
         if not (
             isinstance(call, ast.Call)
             and isinstance(call.func, ast.Attribute)
@@ -229,6 +231,21 @@ def subclasses(source: str, owner: str) -> frozenset[str]:
     tree = ast.parse(source)
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     return frozenset(class_shapes.subclasses(classes, owner))
+
+
+@functools.lru_cache(maxsize=32)
+def factories(source: str, owner: str) -> frozenset[str]:
+    """The public top-level functions of `source` that build an `owner` (method_roles.
+    result_class: every `return` constructs it, or the return annotation names it)."""
+    tree = ast.parse(source)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    return frozenset(
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and not node.name.startswith("_")
+        and result_class(node, "", classes) == owner
+    )
 
 
 def expression(text: str) -> ast.expr:
