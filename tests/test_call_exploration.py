@@ -1804,3 +1804,41 @@ def test_a_key_error_of_a_number_is_the_calls_fault_unless_the_module_raises_it(
     assert not assertable(read | {"message": "0", "site_is_raise": False}, [], "pkg.points")
     assert assertable(read | {"message": "'x'", "site_is_raise": False}, [], "pkg.points")
     assert assertable(read | {"message": "3", "site_is_raise": True}, [], "pkg.points")
+
+
+SPANS = """from datetime import datetime, timedelta
+from typing import Union
+
+
+def span(moment: Union[datetime, timedelta, int]) -> tuple[timedelta, bool]:
+    if isinstance(moment, timedelta):
+        delta = moment
+    elif isinstance(moment, datetime):
+        delta = datetime.now() - moment
+    else:
+        delta = datetime.now() - datetime.fromtimestamp(moment)
+    return delta, delta >= timedelta(0)
+
+
+def in_days(moment: Union[datetime, int]) -> str:
+    return f"{(datetime.now() - datetime.fromtimestamp(moment)).days // 365} years"
+"""
+
+
+def test_a_call_that_reads_the_clock_is_not_pinned_and_a_union_gets_its_standard_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`in_days(3)` is '56 years' for a year: run twice in a row it looked stable, and its test
+    would fail later. A call that read the clock (`datetime.now()`, `time.time()`) is not
+    pinned. `Union[datetime, timedelta, int]` was given only numbers (the members of no plain
+    kind were left out): now also timedeltas, whose result holds, and a tuple holding one is
+    pinned through its repr."""
+    project = make_project(tmp_path, {"spans": SPANS})
+    results = analyze(project, "pkg/spans.py", capsys, monkeypatch)
+    text = written(results["span"], "tests/test_spans_span.py", project)
+    assert "import datetime\n" in text, text
+    assert "(datetime.timedelta(days=1), (datetime.timedelta(days=1), True))" in text, text
+    assert "(datetime.timedelta(days=-1), (datetime.timedelta(days=-1), False))" in text, text
+    assert "datetime.datetime(" not in text and "span(3)" not in text, text
+    assert "the clock" in not_done(results["in_days"])
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

@@ -28,6 +28,7 @@ import io
 import itertools
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -55,6 +56,7 @@ def main(request_path, result_path):
     path = os.path.realpath(module.__file__)
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().split("\n")
+    request["clocked"] = any(CLOCK_CALL.search(line) for line in lines)
     try:
         import coverage  # noqa: F401 (only whether it is there)
 
@@ -184,6 +186,8 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     seen = {}
     consumed = False
     drawn = watched_randomness()
+    if request.get("clocked"):  # only then: a profile hook slows every call
+        sys.setprofile(clock_watch(drawn))
     try:
         if tracer is not None:
             tracer.start()
@@ -199,6 +203,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
                 value = list(itertools.islice(value, GENERATED_ITEMS + 1))
         finally:
             drawn["on"] = False
+            sys.setprofile(None)
             if tracer is not None:
                 tracer.stop()
         seen = {"outcome": "returned"} | described(value, module)
@@ -261,6 +266,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     }
     # A call that drew random numbers (random, secrets, uuid4: os.urandom) returns what the
     # draw gave: the two probe runs are two draws, and one of few words passes both by chance.
+    # So does one that read the clock: `human(3)` is '56 years, 347 days ago' for a day.
     seen["varies"] = drawn["count"] > 0
     quiet = not (seen["state_changed"] or seen["files_changed"] or seen["mutated"])
     if instance is None and quiet and not consumed and not seen["varies"]:
@@ -294,6 +300,30 @@ def watched_randomness():
                 setattr(owner, name, watched(getattr(owner, name)))
     os.urandom = watched(os.urandom)
     return drawn
+
+
+CLOCK_CALL = re.compile(r"\b(now|utcnow|today|time|time_ns)\s*\(")
+"""A module that may read the clock: `datetime.now()`, `date.today()`, `time.time()`."""
+
+
+def clock_watch(drawn):
+    """A profile hook (sys.setprofile) that counts, while `drawn["on"]`, the calls that read
+    the clock: datetime's and date's `now`, `utcnow` and `today` (a subclass's too), and
+    time's `time` and `time_ns`. They are C functions: no wrapper catches `datetime.now()`,
+    whatever name the module imported it under."""
+    import datetime
+
+    def profile(frame, event, arg):
+        if event != "c_call" or not drawn["on"]:
+            return
+        owner = getattr(arg, "__self__", None)
+        name = getattr(arg, "__name__", "")
+        if isinstance(owner, type) and issubclass(owner, datetime.date):
+            drawn["count"] += name in ("now", "utcnow", "today")
+        elif getattr(arg, "__module__", None) == "time":
+            drawn["count"] += name in ("time", "time_ns")
+
+    return profile
 
 
 def class_attribute(module, key):
@@ -426,8 +456,9 @@ ARGUMENT_MODULES = (*VALUE_TYPES, "io")
 def constructed(value, module):
     """(code, the module's classes it names) for a value its repr builds again: a standard value
     type's (`Decimal('1.5')`), a member of one of the module's enums (`Color.RED`), an object of
-    one of the module's classes (a named tuple, an eq dataclass: `Point(x=1, y=2)`); None unless
-    that code, evaluated with only those names, gives back an equal value of the same type."""
+    one of the module's classes (a named tuple, an eq dataclass: `Point(x=1, y=2)`), a tuple,
+    list, dict or set holding such values; None unless that code, evaluated with only those
+    names, gives back an equal value of the same type."""
     import enum
 
     kind, names = type(value), {"datetime": importlib.import_module("datetime"), **BUILTIN_VALUES}
@@ -445,7 +476,9 @@ def constructed(value, module):
         # Any class of the module whose repr builds an equal value (a record, an immutable
         # mapping's `frozendict({'a': 1})`): the evaluation below decides, not its kind.
         standard = kind.__name__ in VALUE_TYPES.get(kind.__module__, ())
-        if not owned and not standard and BUILTIN_VALUES.get(kind.__name__) is not kind:
+        # A container of them too: `(datetime.timedelta(days=1), True)`.
+        held = kind in (tuple, list, dict, set) or BUILTIN_VALUES.get(kind.__name__) is kind
+        if not owned and not standard and not held:
             return None
         text = safe_repr(value)
     try:

@@ -30,7 +30,12 @@ from remora.tool_library.parameter_types import (
     usage,
 )
 from remora.tool_library.pattern_values import Pattern, shapes
-from remora.tool_library.standard_values import STANDARD_VALUES, isinstance_checks, standard_type
+from remora.tool_library.standard_values import (
+    STANDARD_VALUES,
+    isinstance_checks,
+    standard_type,
+    union_standard_types,
+)
 
 POOL_SIZE = 10
 """Values tried per parameter in one-at-a-time variations."""
@@ -281,8 +286,10 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
             values.append("None")
         return values
     members = union_kinds(parameter.annotation)
-    if members:  # `str | bytes | list`: each member's values, the first member's first
-        return list(dict.fromkeys(value for kind in members for value in TYPE_VALUES[kind]))
+    made = union_standard_types(parameter.annotation, factory.imports)  # `datetime | int`
+    if members or made:  # `str | bytes | list`: each member's values, the first member's first
+        values = [value for name in made for value in STANDARD_VALUES[name]]
+        return list(dict.fromkeys([*values, *(v for kind in members for v in TYPE_VALUES[kind])]))
     if not parameter.annotation and parameter.default is not None:
         default_kind = literal_kind(parameter.default)
         if default_kind in TYPE_VALUES:

@@ -105,6 +105,24 @@ def standard_type(text: str, imports: Mapping[str, str]) -> str:
     return dotted if dotted in STANDARD_VALUES else ""
 
 
+def union_standard_types(text: str, imports: Mapping[str, str]) -> list[str]:
+    """The STANDARD_VALUES types among a union's members, in its order (`Union[datetime,
+    timedelta, int, float]`: datetime.datetime, datetime.timedelta), or []."""
+    try:
+        node = ast.parse(text.replace("typing.", "") or "_", mode="eval").body
+    except SyntaxError:
+        return []
+    members: list[ast.expr] = [node]
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("Union", "Optional"):
+        members = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+    while any(isinstance(m, ast.BinOp) for m in members):  # `a | b | c`: ((a | b) | c)
+        members = [
+            p for m in members for p in ([m.left, m.right] if isinstance(m, ast.BinOp) else [m])
+        ]
+    found = [standard_type(ast.unparse(member), imports) for member in members]
+    return [name for name in dict.fromkeys(found) if name] if len(members) > 1 else []
+
+
 def isinstance_checks(definition: ast.FunctionDef) -> dict[str, str]:
     """The class each name is checked against with `isinstance(name, C)` in the body (the
     first of a tuple of classes), as written: a valid input is one of those."""
