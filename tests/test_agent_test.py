@@ -952,6 +952,27 @@ def test_tests_at_the_projects_top_count_as_existing_tests(
     assert others and all(job["outcome"] != "tested" for job in others), others
 
 
+def test_a_module_named_like_its_function_is_no_test_of_the_function(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """decorator's `decorator` function was "tested" by every `from decorator import ...` (and
+    every comment naming the module): a mention counts where code uses the name, not where a
+    module of that name is imported."""
+    (demo / "inventory" / "rounding.py").write_text(
+        "def rounding(value):\n    return round(value, 2)\n\n\n"
+        "def halve(value):\n    return value / 2\n"
+    )
+    (demo / "test_rounding.py").write_text(
+        "# Tests of inventory.rounding\nfrom inventory.rounding import halve\n\n\n"
+        "def test_halve():\n    assert halve(3) == 1.5\n"
+    )
+    _, report, _ = analyze("inventory/rounding.py", {}, capsys, "--fix")
+    results = by_function(report)
+    assert results["halve"]["summary"] == "tests exist: test_rounding.py"
+    assert results["rounding"]["outcome"] != "tested", results["rounding"]
+    assert [f["rule"] for f in results["rounding"]["findings"]] == ["TST100"]
+
+
 UNITTEST_DISCOUNT = (
     "import unittest\n\nfrom inventory.pricing import apply_discount\n\n\n"
     "class Discount(unittest.TestCase):\n"
