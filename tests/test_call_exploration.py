@@ -25,6 +25,7 @@ from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.call_forms import is_operator, negated
 from remora.tool_library.call_selection import assertable, select_calls
+from remora.tool_library.call_sites import call_sites
 from remora.tool_library.candidate import Candidate, find_definition
 from remora.tool_library.case_checks import pattern_literal, standard_imports, used_names
 from remora.tool_library.case_render import render_tests
@@ -1842,3 +1843,22 @@ def test_a_call_that_reads_the_clock_is_not_pinned_and_a_union_gets_its_standard
     assert "datetime.datetime(" not in text and "span(3)" not in text, text
     assert "the clock" in not_done(results["in_days"])
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_call_site_that_unpacks_a_mapping_is_no_plain_call_and_never_none_equals() -> None:
+    """semver's `Version.replace(**parts)` is called as `self.replace(**parts)` elsewhere: the
+    call site was read as plain (a `**` keyword's value was not looked at) and written
+    `None=parts`, which failed the job with a SyntaxError. A `**mapping` is written as such,
+    and a name in it makes the call site no call of plain values."""
+    source = (
+        "class Version:\n"
+        "    def __init__(self, major=0):\n        self.major = major\n\n"
+        "    def replace(self, **parts):\n        return Version(**parts)\n"
+    )
+    sources = {"pkg/bump.py": "def bump(v, parts):\n    return v.replace(**parts)\n"}
+    calls = candidate_calls(source, "Version.replace", sources)
+    assert calls and not any("None=" in call.arguments for call in calls)
+    assert not any(call.origin == "call site" for call in calls)
+    assert call_sites("replace", True, {"a.py": "v.replace(**{'major': 2})\n"}) == [
+        "**{'major': 2}"
+    ]

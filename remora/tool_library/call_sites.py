@@ -64,7 +64,9 @@ def imported_modules(tree: ast.Module) -> set[str]:
 
 
 def keyword_values(node: ast.Call) -> list[ast.expr]:
-    return [keyword.value for keyword in node.keywords if keyword.arg is not None]
+    """The values of its keyword arguments, a `**mapping`'s too (`replace(**parts)` is no call
+    of plain values: `parts` is a name)."""
+    return [keyword.value for keyword in node.keywords]
 
 
 def is_value(node: ast.expr) -> bool:
@@ -90,5 +92,10 @@ def is_literal(node: ast.expr) -> bool:
 
 def arguments_text(node: ast.Call) -> str:
     parts = [ast.unparse(arg) for arg in node.args]
-    parts += [f"{keyword.arg}={ast.unparse(keyword.value)}" for keyword in node.keywords]
+    parts += [
+        f"{keyword.arg}={ast.unparse(keyword.value)}"
+        if keyword.arg is not None
+        else f"**{ast.unparse(keyword.value)}"  # never `None=parts`: not Python
+        for keyword in node.keywords
+    ]
     return ", ".join(parts)
