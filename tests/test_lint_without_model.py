@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from remora.bundled_agents.lint.host import declared_python_floor
 from remora.cli.main import main
 from remora.config.settings import CommandSettings, ModelProfileName, RunnerSettings
 from remora.discovery.discover import discover_nodes
-from remora.edits.workspace import Workspace
+from remora.edits.workspace import Workspace, WorkspaceError
 from remora.findings.results import ErrorCode, JobResult, JobStatus
 from remora.jobs.profiles import PROFILES
 from remora.jobs.runner import JobRunner
@@ -470,3 +471,18 @@ def test_the_model_is_told_when_more_unsafe_fixes_apply_than_it_is_shown(
     assert result_of(report, "<module>")["summary"] == (
         "ruff: 8 problems; unsafe fixes to choose: B006"
     )
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_fifo_where_a_configuration_file_is_read_does_not_block_the_run(
+    shelf: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The repository is untrusted: a FIFO named setup.cfg (read for ruff's target) blocked the
+    workspace's read, and the run never ended. A file that is not a regular file is refused
+    at once: the job reads no target from it and lints as ruff's defaults say."""
+    os.mkfifo(shelf / "setup.cfg")
+    with pytest.raises(WorkspaceError, match="not a regular file"):
+        Workspace(shelf).read_text("setup.cfg")
+    code, report, err, _ = lint(capsys)
+    assert code == 1, err
+    assert reported(report) == found_by_ruff(shelf)

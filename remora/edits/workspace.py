@@ -7,6 +7,7 @@ import difflib
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -74,7 +75,7 @@ class Workspace:
         if key not in self._original:
             host = self.root / key
             try:
-                raw = host.read_bytes()
+                raw = _regular_file_bytes(host)
             except FileNotFoundError:
                 self._original[key] = Original(text=None, sha256=None, newline="\n")
                 return self._original[key]
@@ -252,3 +253,20 @@ def file_diff(key: str, before: str | None, after: str) -> str:
     return "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
     )
+
+
+def _regular_file_bytes(path: Path) -> bytes:
+    """The file's bytes; WorkspaceError for anything but a regular file. The repository is
+    untrusted: a FIFO named setup.cfg blocked a plain read, and with it the whole run
+    (opened without blocking, checked, then read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkspaceError(f"{path.name}: not a regular file (a FIFO, a device...)")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
