@@ -171,3 +171,35 @@ def test_a_committed_venv_python_never_runs_on_the_host(
     with ScriptedModelServer(rule=calls_write_tests) as server:
         main(["analyze", "app.py", "--agents", "test", "--base-url", server.base_url])
     assert marker.exists()
+
+
+def test_every_module_of_a_package_whose_init_fails_is_said_not_to_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """humanize's `__init__` imports its modules, then asks `importlib.metadata` for its own
+    version, which fails where the package is not installed. The first module checked failed;
+    the next "imported" (its module was left in sys.modules by the failed `__init__`), and its
+    jobs failed one by one on the probe's import. Each module of the package is now said not to
+    import, and every job that needs one is skipped."""
+    root = tmp_path / "project"
+    (root / "src" / "lib").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "lib"\nversion = "0"\n')
+    (root / "src" / "lib" / "__init__.py").write_text(
+        "import importlib.metadata\n\nfrom lib.sizes import size\nfrom lib.words import word\n\n"
+        '__version__ = importlib.metadata.version("lib-never-installed")\n'
+    )
+    (root / "src" / "lib" / "sizes.py").write_text("def size(n: int) -> str:\n    return 'B'\n")
+    (root / "src" / "lib" / "words.py").write_text("def word(n: int) -> str:\n    return str(n)\n")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    python = f"sandbox.commands.python={sys.executable}"
+    code, report, err = analyze_paths(capsys, "src", "-c", python)
+    said = " ".join(err.split())
+    for module in ("lib.sizes", "lib.words"):
+        assert f"{module} does not import in the project's Python" in said, said
+    assert "PackageNotFoundError" in said
+    assert {(r["node"]["qualified_name"], r["status"]) for r in report["results"]} == {
+        ("size", "skipped"),
+        ("word", "skipped"),
+    }
+    assert code == 0

@@ -26,11 +26,16 @@ import importlib, json, sys
 found = {}
 for module, folder in json.loads(sys.argv[1]):
     sys.path.insert(0, folder)
+    before = set(sys.modules)
     try:
         importlib.import_module(module)
         found[module] = None
     except BaseException as error:
         found[module] = (type(error).__name__ + ": " + str(error)).strip()
+        # What the failed import left behind (a package's submodules, imported by its
+        # __init__ before it failed) would let the next module of the package "import".
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
     finally:
         sys.path.remove(folder)
 print(json.dumps(found))
