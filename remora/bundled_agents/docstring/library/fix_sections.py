@@ -44,14 +44,22 @@ def raises(
     known = {item["name"]: item["description"] for item in facts}
     at, documented = _raises_entries(plan)
     old = {entry["name"]: entry["description"] for entry in documented}
-    removed = [name for name in old if name not in body]
+    # A documented exception no raise statement raises may still come from a call or an
+    # operation (humanize's `OverflowError` from `timedelta(seconds=value)`): Remora cannot
+    # tell a stale entry from that, so it neither drops it nor gives its sentence to another.
+    kept = [name for name in old if name not in body]
+    if kept:
+        why = (
+            "Raises documents " + ", ".join(kept) + ", which no raise statement of the body "
+            "raises: it may come from a call, so the section is left as written"
+        )
+        plan._settle(codes, RAISE_CODES, False, why)
+        return
     added = [name for name in body if name not in old]
     entries = []
     missing = []
     for name in [n for n in old if n in body] + added:
         text = old.get(name) or known.get(name) or known.get(name.split(".")[-1], "")
-        if not text and len(removed) == 1 and len(added) == 1:
-            text = old[removed[0]]  # the same condition under the exception's new name
         if not text:
             missing.append(name)
         entries.append({"name": name, "type": None, "description": text})
@@ -61,8 +69,6 @@ def raises(
         return
     for parts in plan._both():
         _write_raises(plan, parts, at, entries)
-    if removed:
-        plan.changes.append("Raises: dropped " + ", ".join(removed))
     if added:
         plan.changes.append("Raises: " + ", ".join(added) + " from the raise statements")
     plan._settle(codes, RAISE_CODES, False, None)
