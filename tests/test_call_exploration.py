@@ -1862,3 +1862,31 @@ def test_a_call_site_that_unpacks_a_mapping_is_no_plain_call_and_never_none_equa
     assert call_sites("replace", True, {"a.py": "v.replace(**{'major': 2})\n"}) == [
         "**{'major': 2}"
     ]
+
+
+MOMENTS = """import datetime
+
+
+def shifted(value, hours):
+    if isinstance(value, datetime.datetime):
+        return value + datetime.timedelta(hours=hours)
+    return value + hours / 2
+"""
+
+
+def test_a_project_that_colours_pytest_and_a_table_of_floats_and_datetimes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """humanize's `addopts = "--color=yes"`: pytest's report, read line by line, had every
+    PASSED behind a colour code, and ten jobs "ran no test". And a table whose rows return a
+    float and a datetime was asserted with `pytest.approx`, which refuses a datetime: each
+    failed under pytest. pytest runs with `--color=no`; approx only for a table of numbers."""
+    project = make_project(tmp_path, {"moments": MOMENTS})
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text() + '\n[tool.pytest.ini_options]\naddopts = "--color=yes"\n'
+    )
+    results = analyze(project, "pkg/moments.py", capsys, monkeypatch)
+    text = written(results["shifted"], "tests/test_moments_shifted.py", project)
+    assert "datetime.datetime(" in text and "pytest.approx(expected)" not in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

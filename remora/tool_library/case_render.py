@@ -212,7 +212,9 @@ def render_table(
         call = f"list({call})"
     if call.startswith(("(", "not ", "-")) or is_operator(call):
         call = f"({call})"
-    floats = any(row["seen"].get("type") == "float" for row in rows)
+    # `pytest.approx` for floats, where every row is a number (it refuses a datetime's).
+    kinds = {row["seen"].get("type") for row in rows}
+    floats = "float" in kinds and kinds <= {"float", "int"}
     lines.append(f"    assert {call} == {'pytest.approx(expected)' if floats else 'expected'}")
     return {
         "name": name,

@@ -27,7 +27,10 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
         # The file is added to the command's copy of the project only: written there as a real
         # file, never through a link into the project (a tests/ folder that exists is a link).
         async with host.workspace.command_directory(extra={key: text}) as directory:
-            argv = ["-m", "pytest", "-q", "-rA", "--tb=line", "-p", "no:cacheprovider"]
+            # `--color=no` over the project's own `addopts = "--color=yes"` (humanize's): the
+            # report below is read line by line, and colour codes hid every PASSED.
+            argv = ["-m", "pytest", "-q", "-rA", "--tb=line", "--color=no"]
+            argv += ["-p", "no:cacheprovider"]
             for plugins in (UNUSED_PLUGINS, ()):  # the configuration or a fixture needs them
                 ran = await host.reported(
                     "python",
