@@ -17,7 +17,7 @@ from remora.tool_library.doctest_examples import (
     doctest_constructions,
     example_trees,
 )
-from remora.tool_library.method_roles import result_class
+from remora.tool_library.method_roles import factory_functions
 from remora.tool_library.pattern_values import Pattern, module_patterns, table_texts
 from remora.tool_library.standard_values import imported_names
 
@@ -142,11 +142,8 @@ def factory_calls(
     tree's methods were tested on `KDNode()`, every one raising). The longest first: the one
     holding the most."""
     found: dict[str, list[str]] = {}
-    for function in tree.body:
-        if not isinstance(function, ast.FunctionDef) or function.name.startswith("_"):
-            continue
-        made = result_class(function, "", classes)
-        if made:
+    for made, functions in factory_functions(tree, classes).items():
+        for function in functions:
             calls = doctest_calls(examples, function, "", function.name)
             texts = sorted((f"{function.name}({c})" for c in calls), key=len, reverse=True)
             found.setdefault(made, []).extend(texts[:FACTORY_CALLS])

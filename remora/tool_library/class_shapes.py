@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
+from remora.tool_library.standard_values import union_members
+
 MAPPING_BASES = frozenset({"dict", "Mapping", "MutableMapping", "OrderedDict", "UserDict"})
 SEQUENCE_BASES = frozenset(
     {"list", "set", "frozenset", "Sequence", "MutableSequence", "Set", "MutableSet", "UserList"}
@@ -231,14 +233,8 @@ def held_in(annotation: str, name: str, instances: list[str]) -> list[str]:
     a dict's values for `dict[str, Flag]` (an `Optional` around it read as its inside); the
     instances themselves where the class is the annotation. Given `Flag('abc', 3)` itself,
     `Flags(defined_flags: Iterable[Flag])` iterated over its fields: an AttributeError."""
-    try:
-        node = ast.parse(annotation.replace("typing.", "") or "_", mode="eval").body
-    except SyntaxError:
-        return instances
-    if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Optional":
-        node = node.slice
-    if isinstance(node, ast.BinOp) and ast.unparse(node.right) == "None":
-        node = node.left
+    held = [member for member in union_members(annotation) if ast.unparse(member) != "None"]
+    node = held[0] if len(held) == 1 else None
     if not isinstance(node, ast.Subscript) or not instances:
         return instances
     outer = ast.unparse(node.value).rpartition(".")[2]

@@ -130,6 +130,20 @@ def result_class(
     return name if name in classes else ""
 
 
+def factory_functions(
+    tree: ast.Module, classes: Mapping[str, ast.ClassDef]
+) -> dict[str, list[ast.FunctionDef]]:
+    """The module's public top-level functions that build one of its classes (`result_class`),
+    by the class they build: kdtree's `create` for `KDNode`."""
+    found: dict[str, list[ast.FunctionDef]] = {}
+    for function in tree.body:
+        if isinstance(function, ast.FunctionDef) and not function.name.startswith("_"):
+            made = result_class(function, "", classes)
+            if made:
+                found.setdefault(made, []).append(function)
+    return found
+
+
 UNNAMED = frozenset({"Optional", "None", "typing", "t"})
 """Words of a return annotation that name no class of its own: `Optional[...]`, `typing.X`."""
 

@@ -34,6 +34,7 @@ from remora.tool_library.standard_values import (
     STANDARD_VALUES,
     isinstance_checks,
     standard_type,
+    union_members,
     union_standard_types,
 )
 
@@ -325,17 +326,7 @@ def outer_type(text: str) -> str:
 def union_kinds(text: str) -> list[str]:
     """The TYPE_VALUES kinds of a union's members, `None` last (`str | bytes | list`), or [];
     a member of no such kind gives none (`str | re.Pattern[str]`: the text)."""
-    try:
-        node = ast.parse(text.replace("typing.", "") or "_", mode="eval").body
-    except SyntaxError:
-        return []
-    members = [node]
-    if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Union":
-        members = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
-    while any(isinstance(m, ast.BinOp) for m in members):  # `a | b | c`: ((a | b) | c)
-        members = [
-            p for m in members for p in ([m.left, m.right] if isinstance(m, ast.BinOp) else [m])
-        ]
+    members = union_members(text)
     kinds = [outer_type(ast.unparse(m)) or ast.unparse(m).lower() for m in members]
     if len(kinds) < 2:
         return []

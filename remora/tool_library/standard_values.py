@@ -105,9 +105,9 @@ def standard_type(text: str, imports: Mapping[str, str]) -> str:
     return dotted if dotted in STANDARD_VALUES else ""
 
 
-def union_standard_types(text: str, imports: Mapping[str, str]) -> list[str]:
-    """The STANDARD_VALUES types among a union's members, in its order (`Union[datetime,
-    timedelta, int, float]`: datetime.datetime, datetime.timedelta), or []."""
+def union_members(text: str) -> list[ast.expr]:
+    """An annotation's members: those of `Union[...]`, `Optional[...]` and `a | b | c`, else
+    the annotation alone; [] where it is not Python."""
     try:
         node = ast.parse(text.replace("typing.", "") or "_", mode="eval").body
     except SyntaxError:
@@ -119,6 +119,13 @@ def union_standard_types(text: str, imports: Mapping[str, str]) -> list[str]:
         members = [
             p for m in members for p in ([m.left, m.right] if isinstance(m, ast.BinOp) else [m])
         ]
+    return members
+
+
+def union_standard_types(text: str, imports: Mapping[str, str]) -> list[str]:
+    """The STANDARD_VALUES types among a union's members, in its order (`Union[datetime,
+    timedelta, int, float]`: datetime.datetime, datetime.timedelta), or []."""
+    members = union_members(text)
     found = [standard_type(ast.unparse(member), imports) for member in members]
     return [name for name in dict.fromkeys(found) if name] if len(members) > 1 else []
 

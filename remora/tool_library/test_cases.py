@@ -17,7 +17,7 @@ import functools
 from typing import Any
 
 from remora.tool_library import class_shapes
-from remora.tool_library.method_roles import result_class
+from remora.tool_library.method_roles import factory_functions
 from remora.tool_library.standard_values import BYTE_BUILDERS, CALLABLE_BUILTINS, STANDARD_VALUES
 
 MAX_CASE_LENGTH = 500
@@ -239,13 +239,7 @@ def factories(source: str, owner: str) -> frozenset[str]:
     result_class: every `return` constructs it, or the return annotation names it)."""
     tree = ast.parse(source)
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    return frozenset(
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef)
-        and not node.name.startswith("_")
-        and result_class(node, "", classes) == owner
-    )
+    return frozenset(f.name for f in factory_functions(tree, classes).get(owner, []))
 
 
 def expression(text: str) -> ast.expr:
