@@ -285,6 +285,7 @@ def test_a_python_floor_declared_only_where_ruff_does_not_read_it_is_passed_to_r
         ("setup.py", "setup(python_requires=REQUIRED)\n", None),  # not plain text: not run
         ("setup.py", "setup(\n", None),
         ("setup.py", "setup(name='x', python_requires='~=3.8')\n", 8),
+        ("setup.py", "x = " + "1 + " * 200_000 + "1\n", None),  # deeper than the parser goes
     ],
 )
 def test_the_python_floor_is_read_from_plain_text_only(

@@ -65,7 +65,8 @@ def declared_python_floor(name: str, text: str) -> int | None:
                     if keyword.arg == "python_requires" and isinstance(keyword.value, ast.Constant):
                         declared = keyword.value.value
         specifier = SpecifierSet(declared) if isinstance(declared, str) else None
-    except (configparser.Error, SyntaxError, ValueError, InvalidSpecifier):
+    # A hostile setup.py nested past the parser's depth: no floor read, the job goes on.
+    except (configparser.Error, SyntaxError, ValueError, InvalidSpecifier, RecursionError):
         return None
     if specifier is None:
         return None
