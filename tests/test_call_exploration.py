@@ -855,6 +855,52 @@ def test_without_fix_nothing_reaches_an_existing_tests_folder(
     assert after == before
 
 
+def test_a_method_that_takes_no_arguments_asks_the_model_only_for_its_instance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Door.opens and Door.unlock each keep a branch no call of the tools takes (a digest), so
+    the model is asked for both: for its constructor's arguments each time, for the call's only
+    where the method takes some. `door.opens(` has one form: its drafts would be calls that
+    raise TypeError, prompts evaluated for nothing."""
+    project = make_project(
+        tmp_path,
+        {
+            "doors": "import hashlib\n\n\n"
+            "class Door:\n"
+            "    def __init__(self, code: str = ''):\n"
+            "        self.code = code\n\n"
+            "    def opens(self) -> bool:\n"
+            "        if hashlib.sha256(self.code.encode()).hexdigest().startswith('0000'):\n"
+            "            return True\n"
+            "        return False\n\n"
+            "    def unlock(self, code: str) -> bool:\n"
+            "        if hashlib.sha256(code.encode()).hexdigest().startswith('0000'):\n"
+            "            self.code = code\n"
+            "            return True\n"
+            "        return False\n"
+        },
+    )
+    prompts: list[str] = []
+
+    def recorded(body: dict[str, Any]) -> str:
+        prompts.append(body["prompt"])
+        return ""
+
+    monkeypatch.chdir(project)
+    model = ScriptedModelServer(rule=calls_the_tool("write_tests"), completion=recorded)
+    with model as server:
+        args = ["analyze", "pkg/doors.py", "--agents", "test", "--format", "json", "--no-cache"]
+        main([*args, "--base-url", server.base_url])
+    report = json.loads(capsys.readouterr().out)
+    statuses = {r["node"]["qualified_name"]: r["status"] for r in report["results"]}
+    assert statuses["Door.opens"] == statuses["Door.unlock"] == "success"
+
+    endings = [prompt.rsplit("\n", 1)[1].strip() for prompt in prompts]
+    assert "door = Door(" in endings  # asked for the instance (both jobs: the same prompt)
+    assert "result = door.unlock(" in endings
+    assert not [ending for ending in endings if ending.startswith("result = door.opens")]
+
+
 def test_branches_left_reads_the_branch_arcs_of_the_targets_lines() -> None:
     """Whether the chosen calls leave a branch arc of the target untaken: the arcs from its
     branching lines (coverage.py's parser), against the arcs the chosen calls' probe saw."""

@@ -730,6 +730,34 @@ def test_a_parameter_sentence_the_code_does_not_bear_out_withholds_the_docstring
     assert "not written: 'Discount the price by a percent.'" in finding["message"]
 
 
+def test_drafting_stops_at_the_first_sentence_without_a_sound_draft(
+    shop: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every draft for `price` is refused ("It." says nothing): the docstring can be neither
+    written nor suggested, so `percent` and the result are not drafted (prompts the engine
+    would evaluate for nothing), and the job says which sentence failed."""
+    asked: list[str] = []
+
+    class Refused(Writer):
+        def complete(self, body: dict[str, Any]) -> str | float:
+            if not body.get("echo"):
+                asked.append(body["prompt"].rsplit("\n", 1)[-1].strip())
+            if body["prompt"].endswith("price (float):"):
+                return " It.\n"
+            return super().complete(body)
+
+    _, out = run(
+        Refused("Discount the price by a percent."), "--output-format", "json", capsys=capsys
+    )
+    job = next(r for r in json.loads(out)["results"] if r["node"]["name"] == "discounted")
+    assert job["status"] == "not_possible"
+    assert job["summary"].startswith("no sound draft: parameter price: the draft 'It.'")
+    assert "percent" not in job["summary"]
+    assert asked.count("price (float):") == 3  # the greedy draft, then the two samples
+    assert [line for line in asked if line != "price (float):"] == ['"""'] * 3  # the summary
+    assert (shop / "price.py").read_text() == PRICE
+
+
 def test_a_suggestion_comes_back_from_the_cache_only_for_the_same_file(
     shop: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -106,7 +106,9 @@ async def explore_calls(
         )
 
     if model == "always":
-        proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
+        proposals, constructors = await model_proposals(
+            source, definition, owner, draft, temperatures
+        )
         candidates = candidates_of(proposals, constructors)
     else:
         candidates = candidates_of()
@@ -121,7 +123,9 @@ async def explore_calls(
         and arguments_matter(chosen, runs[0] if runs else [])
         and (not coverage or branches_left(source, lines, chosen["chosen"]))
     ):
-        proposals, constructors = await model_proposals(source, owner, name, draft, temperatures)
+        proposals, constructors = await model_proposals(
+            source, definition, owner, draft, temperatures
+        )
         known = {c.key for c in candidates}
         offered = candidates_of(proposals, constructors)
         added = [c for c in offered if c.origin == "model" and c.key not in known]
@@ -214,17 +218,23 @@ def branches_left(source: str, lines: Sequence[int], chosen: Sequence[Mapping[st
 
 async def model_proposals(
     source: str,
+    definition: ast.FunctionDef,
     owner: str,
-    name: str,
     draft: Draft | None,
     temperatures: Sequence[float],
 ) -> tuple[list[str], list[str]]:
     """The model's argument lists for the target (and, for a method, for its class's
     constructor), by continuing a test's first lines after the code it tests: what base models
     have seen after a module most often. Greedy and sampled drafts, decoded together; none when
-    the model could not be asked."""
+    the model could not be asked, and none for a target that takes no arguments (`x.copy()`
+    has one form: on rich 13.9.4 every draft of one was a call that raised TypeError)."""
     if draft is None or not temperatures:
         return [], []
+    name = definition.name
+    arguments = definition.args
+    takes_arguments = bool(
+        parameters_of(definition, method=bool(owner)) or arguments.vararg or arguments.kwarg
+    )
     constructors: list[str] = []
     instance = None
     if f"{owner}.{name}" in class_bound(source):
@@ -233,5 +243,7 @@ async def model_proposals(
         opening = constructor_prompt(source, owner)
         constructors = await continued_arguments(opening, draft, temperatures[:2])
         instance = f"{owner}({constructors[0]})" if constructors else f"{owner}()"
+    if not takes_arguments:
+        return [], constructors
     opening = call_prompt(source, owner, name, instance)
     return await continued_arguments(opening, draft, temperatures), constructors

@@ -226,9 +226,11 @@ class Drafter:
         prompts: Prompts,
     ) -> dict[str, Any]:
         """Every sentence the template lacks, drafted into it: the template, the problems
-        (none: all drafted), the confidence of each sentence, the doubts, and the name of each
-        sentence the model wrote (`drafted`: not taken from the code's facts or from the
-        project's own sentence for a parameter of the same name)."""
+        (none: all drafted; drafting stops at the first sentence without a sound draft, as the
+        docstring is then neither written nor suggested: on rich 13.9.4, `Style`'s attributes
+        took 33 drafts, 19 of them after one had failed), the confidence of each sentence, the
+        doubts, and the name of each sentence the model wrote (`drafted`: not taken from the
+        code's facts or from the project's own sentence for a parameter of the same name)."""
         problems: list[str] = []
         confidence: list[float] = []
         doubts: list[str] = []
@@ -271,6 +273,8 @@ class Drafter:
             prompt = known + "\n\n" + indent + "Args:\n" + entry_line
             what = "parameter " + name
             chosen = await self.sentence_for(prompt, what, facts, voice, project, problems, doubts)
+            if problems:  # one sentence without a sound draft withholds the whole docstring
+                return done
             if chosen:
                 entry["description"] = default_note(chosen["text"], parameter)
                 confidence.append(chosen["score"])
@@ -287,6 +291,8 @@ class Drafter:
                 chosen = await self.sentence_for(
                     prompt + name + ":", what, facts, voice, [], problems, doubts
                 )
+                if problems:
+                    return done
                 if chosen:
                     entry["description"] = chosen["text"]
                     confidence.append(chosen["score"])
