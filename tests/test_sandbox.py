@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,36 @@ async def test_error_result_carries_the_script_line(
 ) -> None:
     outcome = await run_script("x = 1\n\ny = {}['missing']\n", sandbox, project, node)
     assert outcome.error == "tool_under_test.pym:6: KeyError: missing"
+
+
+async def test_host_functions_run_on_the_event_loops_thread(
+    sandbox: ToolSandbox, project: Path, node: Node
+) -> None:
+    """Monty calls a plain host function from a thread of its own: run there, host code would
+    run beside Remora's other code (CPython 3.11's `ast` is not thread-safe). Each call, plain
+    or async, runs on the thread of the loop that runs the tool; an exception still reaches the
+    script as one it can catch."""
+    seen: list[str] = []
+
+    def plain(fail: bool) -> str:
+        seen.append(threading.current_thread().name)
+        if fail:
+            raise ValueError("refused")
+        return "plain"
+
+    async def awaited() -> str:
+        seen.append(threading.current_thread().name)
+        return "awaited"
+
+    script = project.parent / "tool_under_test.pym"
+    script.write_text(
+        HEADER + "a = plain(False)\nb = await awaited()\ntry:\n    plain(True)\n"
+        "except ValueError as exc:\n    c = str(exc)\n[a, b, c]\n"
+    )
+    host = {"plain": plain, "awaited": awaited}
+    outcome = await sandbox.run(load_tool(script), {}, host, FAST)
+    assert outcome.value == ["plain", "awaited", "refused"], outcome.error
+    assert seen == [threading.current_thread().name] * 3
 
 
 async def test_print_is_captured_not_written_to_stdout(

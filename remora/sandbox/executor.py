@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+import anyio.from_thread
+import anyio.lowlevel
 from pydantic import BaseModel
 from pydantic_monty import (
     AsyncMonty,
@@ -91,7 +95,10 @@ class ToolSandbox:
         try:
             async with self._pool.checkout(script_name=name, limits=limits.monty()) as session:
                 value = await session.feed_run(
-                    tool.source, inputs=inputs, external_lookup=host, print_callback=printed
+                    tool.source,
+                    inputs=inputs,
+                    external_lookup=on_this_thread(host),
+                    print_callback=printed,
                 )
         except (MontyRuntimeError, MontySyntaxError) as exc:
             error = f"{name}{_line_of(exc)}: {exc.display('type-msg')}"
@@ -151,6 +158,29 @@ def _outcome(
         printed=printed.output,
         duration_s=time.perf_counter() - started,
     )
+
+
+def on_this_thread(host: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """The host functions, each run on the calling event loop's thread. Monty calls a host
+    function from a thread of its own (a plain function runs there; an async one only starts
+    there), so host code would run beside Remora's other code: CPython 3.11's `ast` is not
+    thread-safe (three test jobs on rich 13.9.4 failed with "SystemError: AST constructor
+    recursion depth mismatch"), nor are the caches Remora's host code shares."""
+    token = anyio.lowlevel.current_token()
+    loop_thread = threading.get_ident()
+
+    def bound(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == loop_thread:
+                return function(*args, **kwargs)
+            return anyio.from_thread.run_sync(
+                functools.partial(function, *args, **kwargs), token=token
+            )
+
+        return call
+
+    return {name: bound(function) for name, function in host.items()}
 
 
 def _line_of(exc: MontyRuntimeError | MontySyntaxError) -> str:
