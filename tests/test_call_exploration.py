@@ -855,6 +855,34 @@ def test_without_fix_nothing_reaches_an_existing_tests_folder(
     assert after == before
 
 
+def test_the_variations_around_a_call_that_got_past_an_early_return_are_tried(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`paint` returns its text unchanged unless `force` is set (termcolor's `colored` outside
+    a terminal): each one-at-a-time variation of `color` stops at that return, and only
+    `force=True` gets past it. The variations around that call are tried next, so the colours'
+    branches are taken and pinned, where a mutant of them survived before."""
+    project = make_project(
+        tmp_path,
+        {
+            "paint": "def paint(text: str, color: str | None = None, *, force: bool = False) -> str:\n"
+            "    if not force:\n"
+            "        return text\n"
+            "    if color == 'red':\n"
+            "        return '<r>' + text\n"
+            "    if color is not None:\n"
+            "        return '<' + color + '>' + text\n"
+            "    return '<>' + text\n"
+        },
+    )
+    results = analyze(project, "pkg/paint.py", capsys, monkeypatch)
+
+    text = written(results["paint"], "tests/test_paint_paint.py", project)
+    assert "        ('abc', 'red', True, '<r>abc'),\n" in text
+    assert re.search(r"\('abc', '([^']+)', True, '<\1>abc'\),", text)  # another colour
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
 def test_a_method_that_takes_no_arguments_asks_the_model_only_for_its_instance(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -42,6 +42,7 @@ from remora.tool_library.parameter_values import (
     combinations,
     fill_pools,
     parameters_of,
+    variations,
 )
 from remora.tool_library.test_cases import class_bound
 
@@ -56,12 +57,15 @@ def candidate_calls(
     proposals: Sequence[str] = (),
     constructors: Sequence[str] = (),
     imported: Sequence[str] = (),
+    around: Sequence[str] = (),
 ) -> list[Candidate]:
     """Up to MAX_CANDIDATES distinct calls of `target` ("f" or "Class.method") of the module
     `source`. `project_sources` (path: text) are searched for call sites; `proposals` are the
     model's completions (what follows `target(` or `.method(`, closed) and `constructors` its
     completions of the class's constructor, for a method; `imported` the texts of the modules
-    it imports from its own package (their words are its data too)."""
+    it imports from its own package (their words are its data too); `around` the argument
+    texts of variations (`combinations`) that reached code the base call did not, whose own
+    variations come next."""
     project_sources = project_sources or {}
     module = module_facts(source, tuple(imported))
     tree, classes, examples = module.tree, module.classes, module.examples
@@ -111,6 +115,11 @@ def candidate_calls(
         held_keys(name, parameters)
     refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
     calls = combinations(parameters)
+    chosen = variations(parameters)
+    for arguments in around:
+        if arguments in chosen:
+            for further, origin in combinations(parameters, chosen[arguments][1]):
+                add(further, origin, instances[0])
     people = [(c.arguments, c.origin) for c in found if c.origin != "model"][:2]
     sequenced = []
     if owner and instances[0] not in (None, owner):  # on an instance other calls filled

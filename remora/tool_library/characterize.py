@@ -99,10 +99,12 @@ async def explore_calls(
         return [[observed[c.key][i] for c in checked] for i in range(PROBE_RUNS)]
 
     def candidates_of(
-        proposals: Sequence[str] = (), constructors: Sequence[str] = ()
+        proposals: Sequence[str] = (),
+        constructors: Sequence[str] = (),
+        around: Sequence[str] = (),
     ) -> list[Candidate]:
         return candidate_calls(
-            source, target, project_sources, proposals, constructors, imported_sources
+            source, target, project_sources, proposals, constructors, imported_sources, around
         )
 
     if model == "always":
@@ -116,7 +118,8 @@ async def explore_calls(
     runs = await probed(checked)
     chosen = select_calls([c.as_dict() for c in checked], runs, classes, module, target)
     # "for branches": the model is asked only for what the calls found without it leave (a
-    # branch none of the chosen calls took, or nothing to pin), and its calls join them.
+    # branch none of the chosen calls took, or nothing to pin), and its calls join them, with
+    # the variations around the calls that went further than the base call (`further`).
     # Not when other arguments cannot help (`arguments_matter`).
     if (
         model == "for branches"
@@ -127,8 +130,8 @@ async def explore_calls(
             source, definition, owner, draft, temperatures
         )
         known = {c.key for c in candidates}
-        offered = candidates_of(proposals, constructors)
-        added = [c for c in offered if c.origin == "model" and c.key not in known]
+        offered = candidates_of(proposals, constructors, further(checked, runs[0]))
+        added = [c for c in offered if c.key not in known]
         if added:
             candidates += added
             checked += [candidate for candidate in added if allowed(candidate, target, source)]
@@ -181,6 +184,25 @@ def allowed(candidate: Candidate, target: str, source: str) -> bool:
         if case["kind"] != "call" or case["call"] != text:
             return False
     return True
+
+
+def further(checked: Sequence[Candidate], seen: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The argument texts of (at most two) one-at-a-time variations that took branch arcs the
+    base call did not, most such arcs first: `colored('abc', force_color=True)` gets past the
+    early return that every other variation of termcolor's `colored` stopped at."""
+    arcs = [{tuple(arc) for arc in item.get("arcs") or []} for item in seen]
+    base = next((i for i, c in enumerate(checked) if c.origin == "types"), None)
+    if base is None:
+        return []
+    new = {
+        index: len(arcs[index] - arcs[base])
+        for index, candidate in enumerate(checked)
+        if candidate.origin in ("values", "boundary")
+        and candidate.instance == checked[base].instance
+        and not candidate.setup
+    }
+    ranked = sorted((i for i in new if new[i]), key=lambda i: -new[i])
+    return [checked[index].arguments for index in ranked[:2]]
 
 
 def arguments_matter(chosen: Mapping[str, Any], seen: Sequence[Mapping[str, Any]]) -> bool:

@@ -364,23 +364,36 @@ def call_arguments(parameters: Sequence[Parameter], chosen: Mapping[str, str]) -
     return parts
 
 
-def combinations(parameters: list[Parameter]) -> list[tuple[str, str]]:
+def combinations(
+    parameters: list[Parameter], around: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
     """A base call (each required parameter's first value, distinct values for parameters of
     one type so that `f(1, 1, 1)` is not the base; defaults left to the signature) and, for
     each parameter, the base with one of its other values: the one-at-a-time variations that
-    tell which parameter a behaviour depends on."""
+    tell which parameter a behaviour depends on. `around`: another base, one of these calls
+    that reached code the first did not (`force_color=True` past an early return): the
+    variations of the others then show what that code does."""
+    return [(text, origin) for text, (origin, _) in variations(parameters, around).items()]
+
+
+def variations(
+    parameters: list[Parameter], around: Mapping[str, str] | None = None
+) -> dict[str, tuple[str, dict[str, str]]]:
+    """`combinations`' calls, each argument text with its origin and the values it chose."""
     required = [p for p in parameters if p.default is None]
     if any(not p.pool for p in required):
-        return []
-    base: dict[str, str] = {}
+        return {}
+    base: dict[str, str] = dict(around or {})
     for parameter in required:
-        used = set(base.values())
-        base[parameter.name] = next((v for v in parameter.pool if v not in used), parameter.pool[0])
-    calls = [(", ".join(call_arguments(parameters, base)), "types")]
+        if parameter.name not in base:
+            used = set(base.values())
+            pool = parameter.pool
+            base[parameter.name] = next((v for v in pool if v not in used), pool[0])
+    calls = {", ".join(call_arguments(parameters, base)): ("types", base)}
     for parameter in parameters:
         for value in parameter.pool:
             if value != base.get(parameter.name, parameter.default):
                 chosen = base | {parameter.name: value}
                 origin = "boundary" if value in parameter.boundaries else "values"
-                calls.append((", ".join(call_arguments(parameters, chosen)), origin))
-    return list(dict.fromkeys(calls))
+                calls.setdefault(", ".join(call_arguments(parameters, chosen)), (origin, chosen))
+    return calls
