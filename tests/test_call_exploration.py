@@ -861,25 +861,31 @@ def test_the_variations_around_a_call_that_got_past_an_early_return_are_tried(
     """`paint` returns its text unchanged unless `force` is set (termcolor's `colored` outside
     a terminal): each one-at-a-time variation of `color` stops at that return, and only
     `force=True` gets past it. The variations around that call are tried next, so the colours'
-    branches are taken and pinned, where a mutant of them survived before."""
+    branches are taken and pinned, where a mutant of them survived before; so is the call the
+    project writes, with `force=True` added."""
     project = make_project(
         tmp_path,
         {
-            "paint": "def paint(text: str, color: str | None = None, *, force: bool = False) -> str:\n"
+            "paint": "def paint(text: str, color: str | None = None, *, force: bool = False)"
+            " -> str:\n"
             "    if not force:\n"
             "        return text\n"
             "    if color == 'red':\n"
             "        return '<r>' + text\n"
             "    if color is not None:\n"
             "        return '<' + color + '>' + text\n"
-            "    return '<>' + text\n"
+            "    return '<>' + text\n",
+            "use": "from pkg.paint import paint\n\n\ndef banner() -> str:\n"
+            "    return paint('Hi', 'blue')\n",
         },
     )
     results = analyze(project, "pkg/paint.py", capsys, monkeypatch)
 
     text = written(results["paint"], "tests/test_paint_paint.py", project)
+    assert "    assert paint(text, color, force=force) == expected\n" in text
     assert "        ('abc', 'red', True, '<r>abc'),\n" in text
-    assert re.search(r"\('abc', '([^']+)', True, '<\1>abc'\),", text)  # another colour
+    # What got it further, given to the call the project writes too: another colour.
+    assert "        ('Hi', 'blue', True, '<blue>Hi'),\n" in text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 

@@ -116,10 +116,24 @@ def candidate_calls(
     refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
     calls = combinations(parameters)
     chosen = variations(parameters)
+    base = next(iter(chosen.values()))[1] if chosen else {}
+    by_people = [c.arguments for c in found if c.origin in ("call site", "doctest")][:3]
     for arguments in around:
-        if arguments in chosen:
-            for further, origin in combinations(parameters, chosen[arguments][1]):
-                add(further, origin, instances[0])
+        if arguments not in chosen:
+            continue
+        values = chosen[arguments][1]
+        for further, origin in combinations(parameters, values):
+            add(further, origin, instance=instances[0])
+        # What got it further, given to the calls people wrote too (by keyword, as it has a
+        # default): `colored('Hello', 'red', 'on_black', force_color=True)`.
+        extra = [
+            f"{p.name}={values[p.name]}"
+            for p in parameters
+            if p.name in values and values[p.name] != base.get(p.name) and p.default is not None
+        ]
+        for text in by_people if extra else []:
+            if not any(part.split("=", 1)[0] + "=" in text for part in extra):
+                add(", ".join([text, *extra] if text else extra), "values", instances[0])
     people = [(c.arguments, c.origin) for c in found if c.origin != "model"][:2]
     sequenced = []
     if owner and instances[0] not in (None, owner):  # on an instance other calls filled
