@@ -80,6 +80,50 @@ def greet(name, punctuation):
     return "Hello " + name + punctuation
 
 
+def validated(check):
+    def wrapper(*args):
+        try:
+            return check(*args)
+        except ValueError:
+            return False
+
+    return wrapper
+
+
+@validated
+def positive(value):
+    """Say whether a value is positive.
+
+    Args:
+        value: The value to check.
+
+    Returns:
+        Whether it is positive.
+    """
+    if value is None:
+        raise ValueError("no value")
+    return value > 0
+
+
+def clamp(value, low, high):
+    """Clamp a value between two bounds.
+
+    Args:
+        value: The value to clamp.
+        low: The lowest value allowed.
+        high: The highest value allowed.
+
+    Returns:
+        The value, within the bounds.
+
+    Raises:
+        (ValueError): If `low` is greater than `high`.
+    """
+    if low > high:
+        raise ValueError("low cannot be greater than high")
+    return max(low, min(value, high))
+
+
 def lookup(table, key):
     """Look a key up.
 
@@ -425,6 +469,33 @@ def test_doc503_a_documented_exception_no_raise_shows_is_left_as_written(
     text = doc(fixed, "pkg/google.py", "lookup")
     assert text.endswith("Raises:\n    KeyError: If the key is missing.")
     assert "KeyError, which no raise statement of the body raises" in result["summary"]
+
+
+def test_a_raises_section_in_a_form_remora_does_not_read_is_left_as_written(
+    fixed: dict[str, Any],
+) -> None:
+    """validators writes `(ValueError): If ...`: no entry is read from it, and rewriting the
+    section from the raise statements replaced the author's sentence with the exception's
+    message (`ValueError: low cannot be greater than high`). The finding stays, says why."""
+    result = job(fixed, "pkg/google.py::clamp")
+    assert [rule for rule, _ in rules(result)] == ["DOC503"]
+    assert all(fix is None for _, fix in rules(result))
+    text = doc(fixed, "pkg/google.py", "clamp")
+    assert text.endswith("Raises:\n    (ValueError): If `low` is greater than `high`.")
+    assert "Raises is written in a form Remora does not read" in result["summary"]
+
+
+def test_no_raises_section_is_added_under_a_decorator_that_may_catch(
+    fixed: dict[str, Any],
+) -> None:
+    """`@validated` turns the body's ValueError into `False` (validators' `@validator` does):
+    "Raises: ValueError" would tell callers of something they never see. The finding stays,
+    says why; `@functools.lru_cache` and the like pass exceptions through and do not stop it."""
+    result = job(fixed, "pkg/google.py::positive")
+    assert [rule for rule, _ in rules(result)] == ["DOC501", "DOC503"]
+    assert all(fix is None for _, fix in rules(result))
+    assert "Raises" not in doc(fixed, "pkg/google.py", "positive")
+    assert "decorated with @validated, which may catch" in result["summary"]
 
 
 def test_doc501_raises_section_added(fixed: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ codes it fixed (`decided`), needs the model for (`drafted`) or leaves, with why 
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from remora.bundled_agents.docstring.library.facts import (
@@ -43,6 +44,11 @@ def raises(
         return
     known = {item["name"]: item["description"] for item in facts}
     at, documented = _raises_entries(plan)
+    unread = _unread(plan, at, documented)
+    if unread:  # rewriting the section would lose what it says
+        why = f"Raises is written in a form Remora does not read ({unread!r}): left as written"
+        plan._settle(codes, RAISE_CODES, False, why)
+        return
     old = {entry["name"]: entry["description"] for entry in documented}
     # A documented exception no raise statement raises may still come from a call or an
     # operation (humanize's `OverflowError` from `timedelta(seconds=value)`): Remora cannot
@@ -56,6 +62,14 @@ def raises(
         plan._settle(codes, RAISE_CODES, False, why)
         return
     added = [name for name in body if name not in old]
+    wrapped = [d for d in decorators(function) if d not in TRANSPARENT]
+    if added and wrapped:
+        why = (
+            f"decorated with @{wrapped[0]}, which may catch or change what the body raises: "
+            "Raises left to a reviewer"
+        )
+        plan._settle(codes, RAISE_CODES, False, why)
+        return
     entries = []
     missing = []
     for name in [n for n in old if n in body] + added:
@@ -100,6 +114,40 @@ def _raises_entries(plan: Any) -> tuple[int | None, list[dict[str, Any]]]:
                 for e in parse(section["body"], section["title"])
             ]
     return None, []
+
+
+TRANSPARENT = frozenset(
+    {
+        "staticmethod", "classmethod", "property", "setter", "getter", "deleter",
+        "abstractmethod", "overload", "override", "final", "cache", "lru_cache",
+        "cached_property", "wraps",
+    }
+)  # fmt: skip
+"""Decorators (by their last name) that pass the body's exceptions through unchanged."""
+
+
+def decorators(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The last names of a function's decorators: `@functools.lru_cache(maxsize=8)` is
+    `lru_cache`."""
+    found = []
+    for decorator in function.decorator_list:
+        called = decorator.func if isinstance(decorator, ast.Call) else decorator
+        found.append(ast.unparse(called).rsplit(".", 1)[-1])
+    return found
+
+
+def _unread(plan: Any, at: int | None, documented: list[dict[str, Any]]) -> str:
+    """The first line of a Google or NumPy Raises section that opens no entry Remora read
+    (validators writes `(ValueError): If ...`, which it does not), or "": the section would be
+    rewritten from the entries alone, and that line and its sentence lost."""
+    if at is None or plan.style == "sphinx":
+        return ""
+    names = {entry["name"] for entry in documented}
+    for line in str(plan.parts["sections"][at]["body"]).splitlines():
+        opens = line.strip() and not line[0].isspace()
+        if opens and re.split(r"[\s:(]", line.strip(), maxsplit=1)[0] not in names:
+            return line.strip()
+    return ""
 
 
 def _write_raises(
