@@ -114,8 +114,8 @@ def candidate_calls(
     if owner and parameters and collection_contents(classes[owner], classes) == [MAPPING_CONTENTS]:
         held_keys(name, parameters)
     refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
-    calls = combinations(parameters)
     chosen = variations(parameters)
+    calls = [(text, origin) for text, (origin, _) in chosen.items()]  # `combinations`
     base = next(iter(chosen.values()))[1] if chosen else {}
     by_people = [c.arguments for c in found if c.origin in ("call site", "doctest")][:3]
     for arguments in around:
