@@ -780,6 +780,69 @@ def test_a_collection_is_tested_holding_entries(
     assert code == 1
 
 
+ATTRIBUTES_MODULE = """\
+class Settings:
+    \"\"\"Settings read and written as attributes: `settings.colour = 'red'`.\"\"\"
+
+    def __init__(self, values=None):
+        object.__setattr__(self, "_values", dict(values or {}))
+
+    def __getattr__(self, name):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"no setting {name!r}") from None
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            raise AttributeError("names starting with _ are private")
+        self._values[name] = value
+
+    def __delattr__(self, name):
+        del self._values[name]
+
+    def names(self):
+        return sorted(self._values)
+"""
+
+
+def test_attribute_hooks_are_tested_as_attributes(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`__getattr__`, `__setattr__` and `__delattr__` are tested the way code uses them
+    (`settings.abc`, `settings.abc = 3`, `del settings.abc`), not skipped as special methods;
+    what the statements change is read back through the class's reader after the instance was
+    filled (`__delattr__` takes out: it is no mutator, and is read back after one)."""
+    (demo / "inventory" / "settings.py").write_text(ATTRIBUTES_MODULE)
+    code, report, _ = analyze("inventory/settings.py", {}, capsys, "--fix")
+    results = by_function(report)
+    text = {}
+    for name in ("Settings.__getattr__", "Settings.__setattr__", "Settings.__delattr__"):
+        assert results[name]["status"] == "success", (name, results[name]["summary"])
+        path = demo / "tests" / f"test_settings_{name.replace('.', '_')}.py"
+        text[name] = path.read_text()
+    assert "    settings.abc = 3\n    assert settings.abc == 3\n" in text["Settings.__getattr__"]
+    assert (
+        "with pytest.raises(AttributeError, match=\"no setting 'abc'\"):\n        settings.abc\n"
+        in (text["Settings.__getattr__"])
+    )
+    # What a statement changed is read back through a reader; what it refuses is pinned.
+    assert (
+        "    settings.abc = 3\n    assert settings.names() == ['abc']\n"
+        in (text["Settings.__setattr__"])
+    )
+    assert "are private'):\n        settings._ = 3\n" in text["Settings.__setattr__"]
+    # A remover is read back after the instance was filled with what it removes.
+    assert (
+        "    settings.abc = 3\n    del settings.abc\n    assert settings.names() == []\n"
+        in (text["Settings.__delattr__"])
+    )
+    assert "__getattr__(" not in "".join(text.values())
+    done = pytest_direct(demo / "tests", cwd=demo.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert code == 1
+
+
 CALLED_MODULE = """\
 class Shout:
     def __init__(self, mark: str = "!"):

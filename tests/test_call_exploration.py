@@ -23,7 +23,7 @@ import pytest
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.tool_library.call_candidates import candidate_calls
-from remora.tool_library.call_forms import is_operator, negated
+from remora.tool_library.call_forms import is_operator, method_call, negated
 from remora.tool_library.call_selection import assertable, select_calls
 from remora.tool_library.call_sites import call_sites
 from remora.tool_library.candidate import Candidate, find_definition
@@ -1970,3 +1970,17 @@ def test_a_project_that_colours_pytest_and_a_table_of_floats_and_datetimes(
     text = written(results["shifted"], "tests/test_moments_shifted.py", project)
     assert "datetime.datetime(" in text and "pytest.approx(expected)" not in text, text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_attribute_hooks_are_written_as_attributes_only_for_names() -> None:
+    """`__getattr__('colour')` is written `settings.colour`; a name the probe got that is no
+    identifier (or a keyword, or one Python folds to another) stays a string argument, so no
+    text of a call becomes code of its own."""
+    assert method_call("s", "__getattr__", ["'colour'"]) == "s.colour"
+    assert method_call("s", "__setattr__", ["'colour'", "'red'"]) == "s.colour = 'red'"
+    assert method_call("s", "__delattr__", ["'colour'"]) == "del s.colour"
+    hostile = "'x; import os'"
+    assert method_call("s", "__getattr__", [hostile]) == f"getattr(s, {hostile})"
+    assert method_call("s", "__setattr__", ["'class'", "1"]) == "setattr(s, 'class', 1)"
+    assert method_call("s", "__delattr__", ["'\ufb01le'"]) == "delattr(s, '\ufb01le')"
+    assert method_call("s", "__getattr__", ["name"]) == "getattr(s, name)"

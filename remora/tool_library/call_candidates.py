@@ -32,6 +32,7 @@ from remora.tool_library.doctest_examples import doctest_calls
 from remora.tool_library.method_roles import (
     gives_value,
     mutators,
+    removes,
     result_class,
     returned_function,
     returns_itself,
@@ -147,9 +148,10 @@ def candidate_calls(
             sequenced += [
                 Candidate(a, str(i), "sequence", setup) for i in plain for a, _ in calls[:1]
             ]
-        # A builder's setter, or a mutator that returns nothing: its effect shows through a
-        # reader (of what it returned, of the instance).
-        nothing = not gives_value(definition) and definition in mutators(classes[owner])
+        # A builder's setter, or a mutator or remover that returns nothing: its effect shows
+        # through a reader (of what it returned, of the instance).
+        changing = definition in mutators(classes[owner]) or removes(definition)
+        nothing = not gives_value(definition) and changing
         if returns_itself(definition) or nothing:
             sequenced = [
                 *read_after(

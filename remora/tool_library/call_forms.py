@@ -49,9 +49,15 @@ PROTOCOL = {
     "__abs__": "abs({0})",
     "__int__": "int({0})",
     "__float__": "float({0})",
+    "__getattr__": "getattr({0}, {1})",  # `{0}.name` where the name is one (attribute_call)
 }
 """Special methods a test calls the way code does: `len(items)`, not `items.__len__()`."""
-STATEMENTS = {"__setitem__": "{0}[{1}] = {2}", "__delitem__": "del {0}[{1}]"}
+STATEMENTS = {
+    "__setitem__": "{0}[{1}] = {2}",
+    "__delitem__": "del {0}[{1}]",
+    "__setattr__": "setattr({0}, {1}, {2})",
+    "__delattr__": "delattr({0}, {1})",
+}
 """Special methods code calls as a statement: their test is what the statement changed."""
 
 
@@ -63,7 +69,28 @@ def method_call(variable: str, method: str, arguments: Sequence[str]) -> str:
         return f"{variable}.{method}({', '.join(arguments)})"
     if method in ("__getitem__", "__setitem__", "__delitem__"):
         arguments = [subscript_text(arguments[0]), *arguments[1:]]
-    return form.format(variable, *arguments)
+    return attribute_call(variable, method, arguments) or form.format(variable, *arguments)
+
+
+ATTRIBUTE_FORMS = {
+    "__getattr__": "{0}.{1}",
+    "__setattr__": "{0}.{1} = {2}",
+    "__delattr__": "del {0}.{1}",
+}
+
+
+def attribute_call(variable: str, method: str, arguments: Sequence[str]) -> str:
+    """`config.name`, `config.name = 1`, `del config.name` for the attribute hooks given a
+    name as a string literal; "" for any other name (`getattr(config, key)`). The name is the
+    probe's argument, so it is written as code only where it is one (case_checks.code_name)."""
+    form = ATTRIBUTE_FORMS.get(method)
+    if form is None:
+        return ""
+    try:
+        name = ast.literal_eval(arguments[0])
+    except (ValueError, SyntaxError):
+        return ""
+    return form.format(variable, name, *arguments[1:]) if code_name(name) else ""
 
 
 def subscript_text(argument: str) -> str:

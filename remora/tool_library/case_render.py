@@ -266,8 +266,9 @@ def render_one(
         variable, built = receiver(owner, candidate)
         lines += built
         call = method_call(variable, method, arguments)
+        written_as_call = call.startswith(f"{variable}.{method}(")  # no statement form fits
     else:
-        call = f"{method}({', '.join(arguments)})"
+        call, written_as_call = f"{method}({', '.join(arguments)})", True
     made, call = followed_call(call, candidate, variable if owner else "")
     lines += made
     if seen.get("generator") and not call.startswith("list("):
@@ -290,7 +291,7 @@ def render_one(
             match = f", match={pattern_literal(message)}"
         lines.append(f"    with pytest.raises({exception}{match}):")
         lines.append(f"        {call}")
-    elif method in STATEMENTS and owner and not call.startswith(variable + "."):
+    elif method in STATEMENTS and owner and not (candidate.get("then") or written_as_call):
         if seen.get("value") != "None" or not (seen.get("instance") or variables):
             return None  # a statement whose effect no assertion can see: no test
         lines.append(f"    {call}")

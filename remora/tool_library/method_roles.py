@@ -11,6 +11,10 @@ from collections.abc import Mapping
 
 GROWING = frozenset({"append", "add", "extend", "insert", "update", "setdefault", "appendleft"})
 """Methods of a held list, set or dict that put something in it."""
+REMOVING = frozenset({"clear", "pop", "popitem", "remove", "discard", "popleft"})
+"""Methods of a held list, set or dict that take something out of it."""
+FILLING = frozenset({"__setitem__", "__setattr__"})
+"""The special methods that fill an instance, written as statements: `store[key] = value`."""
 NOT_MUTATORS = frozenset(
     {"property", "setter", "staticmethod", "classmethod", "abstractmethod", "contextmanager"}
 )
@@ -26,14 +30,15 @@ def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
     holds before the ones that only set an attribute (a table's `add_row` before its
     `set_max_width`: its readers draw what was put in). Properties, static and class methods are
     left out; a test calls these on the instance before the method it tests. Of the special
-    methods only `__setitem__`: a container that is not a dict (a cache, a registry) is filled
-    by `store[key] = value` before its readers (`get`, `peek`, `pop`) are asked for the key."""
+    methods only `__setitem__` and `__setattr__` (FILLING): a container that is not a dict (a
+    cache, a registry, a settings object) is filled by `store[key] = value` or `store.key =
+    value` before its readers (`get`, `peek`, `pop`, `store.key`) are asked for the key."""
     changing, growing = changing_methods(node)
     found: list[ast.FunctionDef] = []
     for method in node.body:
         if not isinstance(method, ast.FunctionDef) or method.name not in changing:
             continue
-        if method.name.startswith("_") and method.name != "__setitem__":
+        if method.name.startswith("_") and method.name not in FILLING:
             continue
         names = {ast.unparse(d).rsplit(".", 1)[-1] for d in method.decorator_list}
         if names & NOT_MUTATORS:
@@ -56,7 +61,7 @@ def changing_methods(node: ast.ClassDef) -> tuple[set[str], set[str]]:
     `self.add_row`)."""
     methods = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.args.args]
     changing = {m.name for m in methods if any(changes(n, m.args.args[0].arg) for n in ast.walk(m))}
-    growing = {m.name for m in methods if m.name == "__setitem__" or fills(m)}
+    growing = {m.name for m in methods if m.name in FILLING or fills(m)}
     for names in (changing, growing):
         while more := {m.name for m in methods if m.name not in names and calls_own(m, names)}:
             names |= more
@@ -89,22 +94,42 @@ def calls_own(method: ast.FunctionDef, names: set[str]) -> bool:
 
 def changes(node: ast.AST, this: str) -> bool:
     """Whether a node assigns an attribute of `this` (or an item of one) or grows one."""
-
-    def held(target: ast.expr) -> bool:  # self.x, self.x[k], self.x.y
-        if isinstance(target, ast.Tuple | ast.List):  # `self.year, self.month = year, month`
-            return any(held(element) for element in target.elts)
-        while isinstance(target, ast.Subscript | ast.Attribute | ast.Starred):
-            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-                return target.value.id == this
-            target = target.value
-        return False
-
     if isinstance(node, ast.Assign):
-        return any(held(target) for target in node.targets)
+        return any(held(target, this) for target in node.targets)
     if isinstance(node, ast.AugAssign | ast.AnnAssign):
-        return held(node.target)
+        return held(node.target, this)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        return node.func.attr in GROWING and held(node.func.value)
+        return node.func.attr in GROWING and held(node.func.value, this)
+    return False
+
+
+def removes(method: ast.FunctionDef) -> bool:
+    """Whether a method takes something out of what its instance holds (`del self.items[key]`,
+    `self._map.clear()`): no mutator to fill an instance with, but a test reads its effect back
+    through a reader after filling one."""
+    if not method.args.args:
+        return False
+    this = method.args.args[0].arg
+    return any(
+        (isinstance(node, ast.Delete) and any(held(t, this) for t in node.targets))
+        or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in REMOVING
+            and held(node.func.value, this)
+        )
+        for node in ast.walk(method)
+    )
+
+
+def held(target: ast.expr, this: str) -> bool:
+    """Whether a target is `this`'s: `self.x`, `self.x[k]`, `self.x.y`."""
+    if isinstance(target, ast.Tuple | ast.List):  # `self.year, self.month = year, month`
+        return any(held(element, this) for element in target.elts)
+    while isinstance(target, ast.Subscript | ast.Attribute | ast.Starred):
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            return target.value.id == this
+        target = target.value
     return False
 
 
