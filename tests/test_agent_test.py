@@ -660,6 +660,24 @@ def parse_time(text: str) -> int:
 def logged(entry: str) -> int:
     _LOG.append(entry)
     return len(_LOG)
+
+
+_WORD = None
+_LAST = None
+
+
+class Checker:
+    def is_word(self, text: str) -> bool:
+        global _WORD
+        if _WORD is None:
+            _WORD = re.compile(r"^[a-z]+$")
+        return _WORD.match(text) is not None
+
+
+def remember(text: str) -> str:
+    global _LAST
+    _LAST = text
+    return text.upper()
 '''
 
 
@@ -669,7 +687,8 @@ def test_a_memo_cache_is_no_state_a_test_sees_but_a_counter_is(
     """A module-level dict or list a call only adds entries to, where the same call made again
     returns the same, is a cache: the parsers get tests of valid and invalid input. A dict whose
     entry a call changes (a counter: the call made again returns 2), or a list every call
-    appends to, stays state other tests see."""
+    appends to, stays state other tests see; so does a global every call sets, where one set
+    only while it is None is built on first use, a cache."""
     (demo / "inventory" / "sizes.py").write_text(MEMO_MODULE)
     code, report, _ = analyze("inventory/sizes.py", {}, capsys, "--fix")
     results = by_function(report)
@@ -684,6 +703,12 @@ def test_a_memo_cache_is_no_state_a_test_sees_but_a_counter_is(
     timed = (demo / "tests" / "test_sizes_parse_time.py").read_text()
     assert "parse_time('1:30') == 90" in timed or "('1:30', 90)" in timed, timed
     assert "changes state other tests see (_LOG)" in results["logged"]["summary"]
+    # A global built on first use (only under `if _WORD is None:`) is one too, for a method
+    # as well; one every call sets stays state.
+    assert results["Checker.is_word"]["status"] == "success", results["Checker.is_word"]
+    worded = (demo / "tests" / "test_sizes_Checker_is_word.py").read_text()
+    assert "('abc', True)" in worded or "is_word('abc') is True" in worded, worded
+    assert "changes state other tests see (_LAST)" in results["remember"]["summary"]
     done = pytest_direct(demo / "tests", cwd=demo.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert code == 1

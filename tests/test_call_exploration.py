@@ -32,7 +32,7 @@ from remora.tool_library.case_render import render_tests
 from remora.tool_library.characterize import allowed, branches_left
 from remora.tool_library.class_shapes import abstract, held_in, inherited_init, overrides
 from remora.tool_library.doctest_examples import example_trees
-from remora.tool_library.method_roles import mutators, private_helpers
+from remora.tool_library.method_roles import mutators, private_definitions
 from remora.tool_library.test_cases import parse_test_case
 
 PYTEST_QUIET = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
@@ -1674,7 +1674,8 @@ def test_the_branches_of_the_private_functions_a_method_calls_count_with_its_own
     tree = ast.parse(CHECKS)
     is_plural = find_definition(tree, "Words", "is_plural")
     assert is_plural is not None
-    assert [f.name for f in private_helpers(tree, "Words", is_plural)] == ["_check", "_ends_in_s"]
+    helpers = [f.name for f in private_definitions(tree, is_plural)]
+    assert helpers == ["_check", "_ends_in_s"]
 
 
 def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ def main(request_path, result_path):
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().split("\n")
     request["clocked"] = any(CLOCK_CALL.search(line) for line in lines)
+    request["lazy"] = sorted(lazy_globals("\n".join(lines)))
     try:
         import coverage  # noqa: F401 (only whether it is there)
 
@@ -145,6 +146,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
         if getattr(namespace.get(package), "__module__", None) != module.__name__:
             namespace[package] = importlib.import_module(package)
     before = state(module)
+    unset = {name for name, value in vars(module).items() if value is None}
     tables = {  # module-level dicts and lists, and a copy of what they held
         name: (value, type(value)(value))
         for name, value in vars(module).items()
@@ -250,8 +252,19 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     seen["state_changed"] = sorted(
         key for key, text in state(module).items() if before.get(key) != text
     )
-    caches = memo_caches(module, tables, seen["state_changed"])
-    if caches and instance is None and same_again(module, function, call, namespace, seen):
+    if instance is not None:  # what the call changed in the instance (or added to it)
+        after = public_state(instance)
+        seen["instance"] = {name: text for name, text in after.items() if built.get(name) != text}
+    # Built once on first use (`if _pattern is None: _pattern = re.compile(...)`), here too
+    # for a method: the call made again on its instance shows it changes no result.
+    lazy = [
+        name
+        for name in seen["state_changed"]
+        if name in request.get("lazy", ()) and name in unset and vars(module).get(name) is not None
+    ]
+    caches = memo_caches(module, tables, seen["state_changed"], lazy)
+    on_function = instance is None or set(caches) <= set(lazy)
+    if caches and on_function and same_again(module, function, call, namespace, seen):
         seen["caches"] = caches
         seen["state_changed"] = [key for key in seen["state_changed"] if key not in caches]
     # Class attributes the call sets (docopt's `DocoptExit.usage = printable_usage(doc)`), and
@@ -272,9 +285,6 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
     if instance is None and quiet and not consumed and not seen["varies"]:
         # Another draw of anything else that varies (the clock): the call made again.
         seen["varies"] = not same_again(module, function, call, namespace, seen, False)
-    if instance is not None:  # what the call changed in the instance (or added to it)
-        after = public_state(instance)
-        seen["instance"] = {name: text for name, text in after.items() if built.get(name) != text}
     seen["sample"] = sample
     return seen
 
@@ -332,12 +342,16 @@ def class_attribute(module, key):
     return bool(attribute) and not key.endswith("()") and inspect.isclass(vars(module).get(owner))
 
 
-def memo_caches(module, tables, changed):
+def memo_caches(module, tables, changed, lazy=()):
     """The changed names that are module-level dicts or lists the call only added entries to
-    (the same object, every earlier key or item still there, the same object): a memo cache,
-    such as a parser's compiled patterns, if filling it changes nothing a later call returns."""
+    (the same object, every earlier key or item still there, the same object), or `lazy`
+    globals it built: a memo cache, such as a parser's compiled patterns, if filling it changes
+    nothing a later call returns."""
     found = []
     for name in changed:
+        if name in lazy:
+            found.append(name)
+            continue
         value, copy = tables.get(name, (None, None))
         if value is None or vars(module).get(name) is not value or len(value) <= len(copy):
             return []
@@ -348,6 +362,49 @@ def memo_caches(module, tables, changed):
             return []
         found.append(name)
     return found
+
+
+def lazy_globals(text):
+    """The module's names that functions assign (declared `global`) only under a test that the
+    name is unset, `if _pattern is None:` or `if not _pattern:`: a value built on first use,
+    after which every call reads the same one."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    guarded, unguarded = set(), set()
+
+    def visit(node, declared, guards):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            declared = {n for inner in ast.walk(node) if isinstance(inner, ast.Global)
+                        for n in inner.names}  # fmt: skip
+            guards = frozenset()
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in declared:
+                    (guarded if target.id in guards else unguarded).add(target.id)
+        if isinstance(node, ast.If):
+            test = node.test
+            name = ""
+            if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name):
+                none = isinstance(test.comparators[0], ast.Constant)
+                none = none and test.comparators[0].value is None
+                if none and isinstance(test.ops[0], ast.Is) and len(test.ops) == 1:
+                    name = test.left.id
+            elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                name = test.operand.id if isinstance(test.operand, ast.Name) else ""
+            visit(test, declared, guards)
+            for inner in node.body:
+                visit(inner, declared, guards | {name} if name else guards)
+            for inner in node.orelse:
+                visit(inner, declared, guards)
+            return
+        for inner in ast.iter_child_nodes(node):
+            visit(inner, declared, guards)
+
+    visit(tree, set(), frozenset())
+    return guarded - unguarded
 
 
 def instance_of(call, namespace):

@@ -25,7 +25,7 @@ from remora.tool_library.calls import Draft, continued_arguments
 from remora.tool_library.candidate import Candidate, find_definition
 from remora.tool_library.case_checks import writable
 from remora.tool_library.case_render import render_tests
-from remora.tool_library.method_roles import private_helpers
+from remora.tool_library.method_roles import private_definitions
 from remora.tool_library.parameter_values import parameters_of
 from remora.tool_library.test_cases import class_bound, parse_test_case
 
@@ -67,14 +67,15 @@ async def explore_calls(
         return empty | {"tried": 0, "refused": 0}
     first = definition.decorator_list[0].lineno if definition.decorator_list else definition.lineno
     lines = [first, definition.end_lineno or definition.lineno]
-    helpers = private_helpers(tree, owner, definition)
+    helpers = private_definitions(tree, definition)
     request: dict[str, Any] = {
         "module": module,
         "import_root": import_root,
         "function": name,
         "method": name if owner else None,
-        # The branches a call covers are counted in the target and the private functions it
-        # calls (method_roles.private_helpers); the model is asked only for the target's own.
+        # The branches a call covers are counted in the target and the module's private code
+        # it reaches (method_roles.private_definitions); the model is asked only for the
+        # target's own.
         "lines": [lines, *([h.lineno, h.end_lineno or h.lineno] for h in helpers)],
     }
     classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef)]

@@ -185,40 +185,20 @@ def own_nodes(definition: ast.FunctionDef) -> list[ast.AST]:
     return found
 
 
-MAX_HELPERS = 8
-"""Private functions counted with the one under test, at most."""
-
-
-def private_helpers(
-    tree: ast.Module, owner: str, definition: ast.FunctionDef
-) -> list[ast.FunctionDef]:
-    """The module's private functions and the class's private methods (one underscore, not
-    special) that the definition calls, and those they call in turn: the code a test of it runs
-    that no test of a public function names (pluralizer's `is_plural` is one line; the branches
-    are in the `_check_word` it calls)."""
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner]
-    methods = (
-        {n.name: n for n in classes[0].body if isinstance(n, ast.FunctionDef)} if classes else {}
-    )
-    found: list[ast.FunctionDef] = []
-    todo = [definition]
-    while todo and len(found) < MAX_HELPERS:
-        for node in own_nodes(todo.pop(0)):
-            if not isinstance(node, ast.Call):
-                continue
-            call = node.func
-            helper = None
-            if isinstance(call, ast.Name):
-                helper = functions.get(call.id)
-            elif isinstance(call, ast.Attribute) and ast.unparse(call.value) in ("self", "cls"):
-                helper = methods.get(call.attr)
-            if helper is None or helper in [definition, *found]:
-                continue
-            if helper.name.startswith("_") and not helper.name.endswith("__"):
-                found.append(helper)
-                todo.append(helper)
-    return found[:MAX_HELPERS]
+def private_definitions(tree: ast.Module, definition: ast.FunctionDef) -> list[ast.FunctionDef]:
+    """The module's private functions and methods (one underscore, not special), wherever they
+    are, but the definition: the code a test of it may run that no test of a public function
+    names. Whatever a call reaches counts, not only what the definition calls by name:
+    pluralizer's `is_plural` is one line, its branches are in the `_check_word` it calls, and
+    json5's `dumps` reaches the `_encode_dict` of the encoder object it builds."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and node.name.startswith("_")
+        and not node.name.endswith("__")
+        and node is not definition
+    ]
 
 
 def readers(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast.FunctionDef]:
