@@ -94,6 +94,41 @@ def test_patterns_are_read_from_the_syntax_tree_with_their_flags() -> None:
             assert re.fullmatch(pattern, made, flags) and made.isascii() and made.isprintable()
 
 
+def test_patterns_under_blocks_and_aliases_reach_the_words_a_text_is_split_into() -> None:
+    """A pattern compiled for each Python under `try`/`except ImportError` (through the name
+    `re` was imported as; one only the `regex` module compiles is left out, the fallback
+    kept) reads a word the text was split into: the text is given words it matches."""
+    source = (
+        "try:\n"
+        "    import regex\n"
+        "    NAME = regex.compile(r'^[\\p{Lu}]c\\w+$')\n"
+        "except ImportError:\n"
+        "    import re as regex\n"
+        "    NAME = regex.compile(r'^Mc[A-Z][a-z]+$')\n"
+        "if True:\n"
+        "    INITIALS = regex.compile(r'^(?:[A-Z]\\.)+$')\n"
+        "def tidy(text, mark):\n"
+        "    out = []\n"
+        "    for line in text.splitlines():\n"
+        "        words = regex.split(' ', line)\n"
+        "        for word in words:\n"
+        "            joined = word + mark\n"
+        "            if NAME.match(word) or INITIALS.match(joined):\n"
+        "                out.append(word)\n"
+        "    return out\n"
+    )
+    tree = ast.parse(source)
+    patterns = module_patterns(tree)
+    assert patterns == {"NAME": ("^Mc[A-Z][a-z]+$", 0), "INITIALS": ("^(?:[A-Z]\\.)+$", 0)}
+    (tidy,) = (node for node in tree.body if isinstance(node, ast.FunctionDef))
+    shaped = pattern_shapes(tidy, patterns)
+    # `word` is made of `text` alone; `joined` of `text` and `mark`: no one origin.
+    assert "text" in shaped and "mark" not in shaped
+    assert shaped["text"] and all(
+        re.fullmatch("^Mc[A-Z][a-z]+$", ast.literal_eval(made)) for made in shaped["text"]
+    )
+
+
 def test_text_is_made_only_for_patterns_it_can_be_made_for() -> None:
     assert matching(r"#[0-9a-f]{6}", 0) == ("#000000",)  # the simplest, and it is 7 long
     assert matching("(", 0) == ()  # not a pattern

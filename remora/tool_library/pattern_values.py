@@ -35,19 +35,53 @@ Pattern = tuple[str, int]
 
 def module_patterns(tree: ast.Module) -> dict[str, Pattern]:
     """The module's top-level `NAME = re.compile(TEXT[, FLAGS])`, by name, where TEXT is a
-    string literal or a top-level name bound to one (`TZ_RE = re.compile(TZ_REGEX)`)."""
+    string literal or a top-level name bound to one (`TZ_RE = re.compile(TZ_REGEX)`); also
+    under a top-level `if` or `try` (a pattern for each Python, the last one `re` compiles
+    kept) and through the name `re` was imported as (`import re as regex`)."""
     found: dict[str, Pattern] = {}
     texts: dict[str, ast.expr] = {}
-    for node in tree.body:
+    aliases = {"re"} | {
+        alias.asname
+        for node in top_level(tree.body)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "re" and alias.asname
+    }
+    for node in top_level(tree.body):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if not isinstance(target, ast.Name):
                 continue
             texts[target.id] = node.value
-            pattern = compiled(node.value, texts)
-            if pattern is not None:
+            pattern = compiled(node.value, texts, aliases)
+            if pattern is not None and valid(pattern):
                 found[target.id] = pattern
     return found
+
+
+def top_level(statements: Sequence[ast.stmt]) -> list[ast.stmt]:
+    """The statements, and those of the `if`, `else`, `try` and `except` blocks among them, in
+    order; not those of functions and classes."""
+    found: list[ast.stmt] = []
+    for statement in statements:
+        found.append(statement)
+        if isinstance(statement, ast.If):
+            found += top_level([*statement.body, *statement.orelse])
+        elif isinstance(statement, ast.Try):
+            handlers = [s for handler in statement.handlers for s in handler.body]
+            found += top_level([*statement.body, *handlers, *statement.orelse])
+    return found
+
+
+def valid(pattern: Pattern) -> bool:
+    """Whether `re` compiles the pattern (one written for the `regex` module may not)."""
+    if len(pattern[0]) > MAX_PATTERN:
+        return False
+    try:
+        re.compile(*pattern)
+    except (re.error, ValueError, TypeError, OverflowError, RecursionError):
+        return False
+    return True
 
 
 MAX_TABLE_PATTERNS = 40
@@ -80,10 +114,13 @@ def table_texts(trees: Sequence[ast.Module]) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
-def compiled(node: ast.expr, texts: Mapping[str, ast.expr]) -> Pattern | None:
+def compiled(
+    node: ast.expr, texts: Mapping[str, ast.expr], aliases: frozenset[str] | set[str] = frozenset()
+) -> Pattern | None:
     """`re.compile(TEXT[, FLAGS])` as (text, flags), else None; `texts`: what the module's
-    names were bound to before it."""
-    if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "re.compile" and node.args):
+    names were bound to before it; `aliases`: the names `re` is imported as."""
+    names = {f"{alias}.compile" for alias in aliases or {"re"}}
+    if not (isinstance(node, ast.Call) and ast.unparse(node.func) in names and node.args):
         return None
     flags = node.args[1:2] or [k.value for k in node.keywords if k.arg == "flags"]
     text = node.args[0]
@@ -106,8 +143,9 @@ def pattern_shapes(
     definition: ast.FunctionDef, patterns: Mapping[str, Pattern]
 ) -> dict[str, list[str]]:
     """For each parameter the definition reads with a pattern (`TEMPLATE.finditer(uri)`,
-    `re.match(r"...", text)`, `PATTERN.match(self.uri)` where `self.uri = uri`), literals of
-    text the pattern matches."""
+    `re.match(r"...", text)`, `PATTERN.match(self.uri)` where `self.uri = uri`, or a local made
+    of it alone: `for word in text.split()`, then `MAC_MC.match(word)`), literals of text the
+    pattern matches: a word the pattern reads is a text of one word."""
     stored = {  # `self.uri = uri`, `self.uri: str = uri`
         target.attr: node.value.id
         for node in ast.walk(definition)
@@ -115,6 +153,7 @@ def pattern_shapes(
         for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
     }
+    derived = origins(definition)
     found: dict[str, list[str]] = {}
     for node in ast.walk(definition):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
@@ -137,6 +176,7 @@ def pattern_shapes(
             name = stored.get(subject.attr, "")  # self.uri, stored from `uri`
         else:
             name = subject.id if isinstance(subject, ast.Name) else ""
+        name = derived.get(name, name)
         texts = [repr(text) for text in matching(*pattern)]
         if name and texts:
             found.setdefault(name, []).extend(texts)
@@ -200,3 +240,35 @@ def matching(text: str, flags: int, lengths: tuple[int, ...] = (0, 5)) -> tuple[
     # Text of one character or none, or only spaces (`(?:^|_)(.)`, `\s+`, a pattern whose
     # parts are all optional at its simplest) shows no format.
     return tuple(dict.fromkeys(t for t in found if len(t) >= 2 and not t.isspace()))
+
+
+def origins(definition: ast.FunctionDef) -> dict[str, str]:
+    """The definition's locals made of one parameter alone, by assignment or loop, each with
+    that parameter: `for line in text.splitlines()`, `words = line.split()`, `for word in
+    words` give `word` -> `text`. A local made of two parameters has no one origin."""
+    arguments = definition.args
+    found = {a.arg: a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+    steps: list[tuple[ast.expr, list[ast.expr]]] = []
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Assign):
+            steps.append((node.value, node.targets))
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            steps.append((node.value, [node.target]))
+        elif isinstance(node, ast.For | ast.comprehension):
+            steps.append((node.iter, [node.target]))
+    changed = True
+    while changed:
+        changed = False
+        for value, targets in steps:
+            roots = {
+                found[n.id] for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in found
+            }
+            if len(roots) != 1:
+                continue
+            root = roots.pop()
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and name.id not in found:
+                        found[name.id] = root
+                        changed = True
+    return found
