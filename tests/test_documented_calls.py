@@ -173,3 +173,21 @@ def test_a_readme_written_to_stall_the_reader_is_read_in_one_pass() -> None:
         started = time.perf_counter()
         example_code(text)
         assert time.perf_counter() - started < 10
+
+
+def test_a_readme_doctest_cannot_read_still_gives_its_code_blocks() -> None:
+    """bitmath's README shows an IPython session (`...: text` without a blank after the
+    prompt), which doctest's parser refuses with ValueError: that failed every test job of the
+    module. Its code blocks are still read."""
+    rst = """Usage
+=====
+
+.. code-block:: python
+
+   size.to_MiB(3)
+
+   >>> print(size.format("{value}"))
+      ...: a line doctest cannot read
+"""
+    code = example_code(rst)
+    assert "size.to_MiB(3)" in code

@@ -84,7 +84,10 @@ def example_code(text: str) -> str:
     """The Python statements of the text's examples, one block after another; "" for none.
     Read once per text: every job of a run reads the same README."""
     # By line, as written: a name is bound (`x = {...}`) before the calls that read it.
-    blocks = [(e.lineno, e.source) for e in doctest.DocTestParser().get_examples(text)]
+    try:
+        blocks = [(e.lineno, e.source) for e in doctest.DocTestParser().get_examples(text)]
+    except ValueError:  # an example doctest cannot read (`...:` of an IPython session)
+        blocks = []
     lines = text.splitlines()
     blocks += fenced_blocks(lines) + rst_blocks(lines)
     kept: list[str] = []
