@@ -1985,3 +1985,27 @@ def test_attribute_hooks_are_written_as_attributes_only_for_names() -> None:
     assert method_call("s", "__setattr__", ["'class'", "1"]) == "setattr(s, 'class', 1)"
     assert method_call("s", "__delattr__", ["'\ufb01le'"]) == "delattr(s, '\ufb01le')"
     assert method_call("s", "__getattr__", ["name"]) == "getattr(s, name)"
+
+
+MACHINE = """\
+class Machine:
+    def __init__(self, events, initial):
+        self.events = list(events)
+        self.state = initial
+
+    def can(self, event):
+        return event in self.events
+"""
+
+
+def test_a_method_is_asked_first_for_the_words_its_instance_was_built_with() -> None:
+    """`Machine(['go', 'stop'], 'idle').can(...)` is asked `can('go')` before `can('abc')`: what
+    was put in is what is then looked for; a sentence is no such word."""
+    uses = {"app.py": "machine = Machine(['go', 'stop'], 'idle')\n"}
+    built = "Machine(['go', 'stop'], 'idle')"
+    calls = [
+        c.arguments for c in candidate_calls(MACHINE, "Machine.can", uses) if c.instance == built
+    ]
+    assert calls[:3] == ["'go'", "'stop'", "3"]
+    said = {"app.py": "machine = Machine(['one two'], 'idle')\n"}
+    assert candidate_calls(MACHINE, "Machine.can", said)[0].arguments != "'one two'"

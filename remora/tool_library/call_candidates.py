@@ -13,6 +13,7 @@ Everything here is the syntax tree (ast): deterministic, no model, no execution.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping, Sequence
 
 from remora.tool_library.call_sequences import (
@@ -42,6 +43,7 @@ from remora.tool_library.parameter_values import (
     Parameter,
     combinations,
     fill_pools,
+    literal_kind,
     parameters_of,
     variations,
 )
@@ -114,6 +116,8 @@ def candidate_calls(
     fill_pools(parameters, definition, tree, classes, factory, module.values)
     if owner and parameters and collection_contents(classes[owner], classes) == [MAPPING_CONTENTS]:
         held_keys(name, parameters)
+    elif owner and instances[0] not in (None, owner):
+        held_words(parameters, str(instances[0]))
     refused = refusal(definition, classes.get(owner), parameters, tree, name if not owner else "")
     chosen = variations(parameters)
     calls = [(text, origin) for text, (origin, _) in chosen.items()]  # `combinations`
@@ -197,3 +201,23 @@ def held_keys(method: str, parameters: list[Parameter]) -> None:
     first = parameters[0]
     if method in KEY_METHODS or first.name in KEY_NAMES:
         first.pool = list(dict.fromkeys(["'a'", *first.pool[:2], "'z'"]))
+
+
+def held_words(parameters: list[Parameter], instance: str) -> None:
+    """A method's first text parameter is given the words its instance was built with first
+    (at most two): `Fysom(events=[('tic', 'a', 'b')], initial='a')` is asked `can('tic')`,
+    not only `can('abc')`: what was put in is what is then looked for."""
+    constants = [
+        n for n in ast.walk(ast.parse(instance, mode="eval")) if isinstance(n, ast.Constant)
+    ]
+    held = [  # in the order written
+        repr(node.value)
+        for node in sorted(constants, key=lambda node: node.col_offset)
+        if isinstance(node.value, str)
+        and 0 < len(node.value) <= 30
+        and not any(character.isspace() for character in node.value)
+    ]
+    for parameter in parameters:
+        if any(literal_kind(value) == "str" for value in parameter.pool):
+            parameter.pool = list(dict.fromkeys([*held[:2], *parameter.pool]))
+            return
