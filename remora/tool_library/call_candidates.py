@@ -207,9 +207,11 @@ def held_words(parameters: list[Parameter], instance: str) -> None:
     """A method's first text parameter is given the words its instance was built with first
     (at most two): `Fysom(events=[('tic', 'a', 'b')], initial='a')` is asked `can('tic')`,
     not only `can('abc')`: what was put in is what is then looked for."""
-    constants = [
-        n for n in ast.walk(ast.parse(instance, mode="eval")) if isinstance(n, ast.Constant)
-    ]
+    try:  # the allow-list checks the instance's text later; here it need only parse
+        built = ast.parse(instance, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return
+    constants = [n for n in ast.walk(built) if isinstance(n, ast.Constant)]
     held = [  # in the order written
         repr(node.value)
         for node in sorted(constants, key=lambda node: node.col_offset)
