@@ -863,6 +863,10 @@ def test_attribute_hooks_are_tested_as_attributes(
         in (text["Settings.__delattr__"])
     )
     assert "__getattr__(" not in "".join(text.values())
+    # A method's finding points at its `def` (line and column), not at the line's start.
+    untested = [f for f in results["Settings.names"]["findings"] if f["rule"] == "TST100"]
+    assert [(f["line"], f["column"]) for f in untested] == [(21, 5)], untested
+    assert untested[0]["message"].startswith("`Settings.names` has no tests")
     done = pytest_direct(demo / "tests", cwd=demo.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert code == 1

@@ -74,13 +74,16 @@ def model_content(outcome: ToolOutcome) -> str:
 
 def record_findings(findings: dict[tuple[object, ...], Finding], raw: object, node: Node) -> None:
     """Add a result's `findings` to the job's, once each (file and line default to the
-    node's); ValidationError or TypeError for malformed ones."""
+    node's, and the column with the line: a method's `TST100` points at its `def`, not at the
+    line's first column); ValidationError or TypeError for malformed ones."""
     if not isinstance(raw, list):
         raise TypeError("'findings' must be a list")
     for item in raw:
         if not isinstance(item, dict):
             raise TypeError("each finding must be a dict")
         data = {"file": node.file, "line": node.start_line, **item}
+        if "line" not in item:
+            data.setdefault("column", node.start_column)
         finding = Finding.model_validate(data)
         key = (finding.rule, finding.file, finding.line, finding.column, finding.message)
         if key not in findings or (finding.fix and not findings[key].fix):
