@@ -40,14 +40,15 @@ def module_patterns(tree: ast.Module) -> dict[str, Pattern]:
     kept) and through the name `re` was imported as (`import re as regex`)."""
     found: dict[str, Pattern] = {}
     texts: dict[str, ast.expr] = {}
+    statements = top_level(tree.body)
     aliases = {"re"} | {
         alias.asname
-        for node in top_level(tree.body)
+        for node in statements
         if isinstance(node, ast.Import)
         for alias in node.names
         if alias.name == "re" and alias.asname
     }
-    for node in top_level(tree.body):
+    for node in statements:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if not isinstance(target, ast.Name):
@@ -74,7 +75,8 @@ def top_level(statements: Sequence[ast.stmt]) -> list[ast.stmt]:
 
 
 def valid(pattern: Pattern) -> bool:
-    """Whether `re` compiles the pattern (one written for the `regex` module may not)."""
+    """Whether the pattern is short enough to be one format (MAX_PATTERN) and `re` compiles
+    it (one written for the `regex` module may not)."""
     if len(pattern[0]) > MAX_PATTERN:
         return False
     try:
@@ -198,10 +200,10 @@ def matching(text: str, flags: int, lengths: tuple[int, ...] = (0, 5)) -> tuple[
     characters or more (of each of `lengths` or more), each where it has two characters or
     more and not only spaces; none for a pattern too long, invalid, or that hypothesis cannot
     satisfy."""
-    if len(text) > MAX_PATTERN:
+    if not valid((text, flags)):
         return ()
+    pattern = re.compile(text, flags)
     try:
-        pattern = re.compile(text, flags)
         # The shortest text it matches, from the parse `re` compiled: a short pattern can ask
         # for a billion characters (`((a{1000}){1000}){1000}`), which no test holds and a
         # repository must not make the host build.
