@@ -203,20 +203,21 @@ def test_characterization_tests_land_with_fix_and_pass_under_pytest(
 def test_the_model_is_asked_only_for_a_branch_the_tools_calls_leave(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """No string built from `name: str` is longer than 12 characters, so the tools' own calls
+    """No string built from `name: str` is longer than 40 characters, so the tools' own calls
     leave `label`'s first branch untaken and the model is asked for calls of `label`: its
     call takes the branch and is pinned (cut at its closing parenthesis). Every branch of
     `shout` is taken without it: the model is not asked for `shout`."""
     (demo / "inventory" / "labels.py").write_text(
         "def label(name: str) -> str:\n"
-        "    if len(name) > 12:\n"
+        "    if len(name) > 40:\n"
         '        return name[:12] + "..."\n'
         "    return name\n"
         "\n\n"
         "def shout(text: str) -> str:\n"
         "    return text.upper()\n"
     )
-    calls = {"label": ['"a rather long product name")\n    assert x', '"bolt")'], "shout": ["'x')"]}
+    long_name = '"a rather long product name, in a long catalogue"'
+    calls = {"label": [f"{long_name})\n    assert x", '"bolt")'], "shout": ["'x')"]}
     asked: list[str] = []
     code, report, _ = analyze("inventory/labels.py", calls, capsys, "--fix", asked=asked)
     results = by_function(report)
@@ -226,7 +227,7 @@ def test_the_model_is_asked_only_for_a_branch_the_tools_calls_leave(
     }
     assert set(asked) == {"label"}  # one request per draft, all of them for `label`
     text = (demo / "tests" / "test_labels_label.py").read_text()
-    assert "        (\"a rather long product name\", 'a rather lon...'),\n" in text
+    assert f"        ({long_name}, 'a rather lon...'),\n" in text
     assert "assert x" not in text  # the completion was cut at the call's closing parenthesis
     assert code == 1
 

@@ -137,3 +137,54 @@ def test_an_isinstance_check_against_a_module_alias_leaves_the_str_methods_to_sa
     calls = [c.arguments for c in candidate_calls(source, "normalize")]
     assert calls[0].startswith("'"), calls
     assert "None" in calls  # what the check turns away
+
+
+def test_a_name_joined_with_another_name_is_not_taken_for_a_number() -> None:
+    """`prefix + line` (a name added to another name) joins text as often as it adds numbers;
+    the parameter's name then says what it holds: `prefix` is text. It had been given `3`,
+    and the only call that did not raise was the one with empty text."""
+    source = (
+        "def indent(text, prefix):\n"
+        "    return ''.join(prefix + line for line in text.splitlines(True))\n\n\n"
+        "def scaled(values, factor):\n"
+        "    return [value * factor for value in values]\n\n\n"
+        "def shifted(count):\n"
+        "    return count + 1\n"
+    )
+    first = candidate_calls(source, "indent")[0].arguments
+    assert first.count("'") == 4, first  # both text
+    assert candidate_calls(source, "scaled")[0].arguments == "[1, 2, 3], 2.5"  # by its name
+    assert candidate_calls(source, "shifted")[0].arguments.isdigit()
+
+
+TEMPLATES = '''def render(template, opener="{{", closer="}}"):
+    """Each `{{name}}` of the template in capitals."""
+    out = []
+    while opener in template:
+        literal, template = template.split(opener, 1)
+        name, template = template.split(closer, 1)
+        out.append(literal + name.strip().upper())
+    return "".join(out) + template
+
+
+def closes(rest, closer, is_last):
+    if is_last or closer == "}}":
+        return rest.startswith(closer)
+    return False
+'''
+
+
+def test_a_template_is_given_a_word_between_its_delimiters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's `'{{'` and `'}}'` make `'Hello {{name}}!'`, the only kind of text whose tag
+    code runs; a delimiter a text is split at or compared with is text (`closer` had been given
+    `3`), and `is_last` a bool (it had been given `[1, 2]`)."""
+    project = make_project(tmp_path, {"templates": TEMPLATES})
+    results = analyze(project, "pkg/templates.py", capsys, monkeypatch)
+    text = written(results["render"], "tests/test_templates_render.py", project)
+    assert "'Hello {{name}}!'" in text and "'Hello NAME!'" in text, text
+    calls = [c.arguments for c in candidate_calls(TEMPLATES, "closes")]
+    assert calls[0].count("'") == 4 and calls[0].endswith(", True"), calls
+    assert not any("[1, 2]" in call or call.startswith("'abc', 3") for call in calls), calls
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

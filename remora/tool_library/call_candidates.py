@@ -28,7 +28,7 @@ from remora.tool_library.call_sites import call_sites
 from remora.tool_library.callable_values import refusal
 from remora.tool_library.candidate import Candidate, find_definition, module_facts
 from remora.tool_library.class_shapes import MAPPING_CONTENTS, collection_contents, overrides
-from remora.tool_library.code_literals import case_variants
+from remora.tool_library.code_literals import case_variants, literal_kind
 from remora.tool_library.doctest_examples import doctest_calls
 from remora.tool_library.method_roles import (
     gives_value,
@@ -43,7 +43,6 @@ from remora.tool_library.parameter_values import (
     Parameter,
     combinations,
     fill_pools,
-    literal_kind,
     parameters_of,
     variations,
 )

@@ -13,6 +13,7 @@ from remora.tool_library.call_forms import source_of
 from remora.tool_library.call_sites import call_sites
 from remora.tool_library.callable_values import refusal
 from remora.tool_library.candidate import Candidate, ModuleFacts
+from remora.tool_library.code_literals import literal_kind
 from remora.tool_library.doctest_examples import doctest_calls
 from remora.tool_library.method_roles import changing_methods, mutators, readers
 from remora.tool_library.parameter_values import (
@@ -22,7 +23,6 @@ from remora.tool_library.parameter_values import (
     call_arguments,
     combinations,
     fill_pools,
-    literal_kind,
     parameters_of,
 )
 

@@ -152,6 +152,27 @@ def literals(tree: ast.Module) -> list[str]:
     return sorted(counts, key=lambda text: -counts[text])[:40]
 
 
+MIRRORED = str.maketrans("([{<", ")]}>")
+
+
+def delimited_texts(module_literals: Sequence[str]) -> list[str]:
+    """Text holding a word between a pair of the module's delimiters (`'{{'` and `'}}'`, `'<%'`
+    and `'%>'`, `'${'` and `'}'`): what a template engine or a markup parser reads, where the
+    delimiters alone, or words without them, never reach a tag's code. At most two, from the
+    module's literals most frequent first."""
+    texts = [ast.literal_eval(text) for text in module_literals if text[:1] in "'\""]
+    found = []
+    for opening in [t for t in texts if isinstance(t, str) and 0 < len(t) <= 3]:  # most used first
+        brackets = "".join(c for c in opening if c in "([{<")
+        if not brackets:
+            continue
+        for closing in (opening[::-1].translate(MIRRORED), brackets[::-1].translate(MIRRORED)):
+            if closing in texts and closing != opening:
+                found.append(repr(f"Hello {opening}name{closing}!"))
+                break
+    return found[:2]
+
+
 def case_variants(arguments: str) -> list[str]:
     """A call people wrote with its first lower-case word argument in capitals and capitalised
     (`plural('apple')` gives `plural('APPLE')`, `plural('Apple')`): text code branches on case
@@ -185,3 +206,17 @@ def shorter(default: str) -> list[str]:
         return [repr(dict([next(iter(value.items()))])), "{}"]
     items = sorted(value, key=repr) if isinstance(value, set) else list(value)
     return [repr(type(value)(items[:1])), repr(type(value)())]
+
+
+def literal_kind(text: str) -> str:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError):
+        return ""
+    return "none" if value is None else type(value).__name__
+
+
+def fits(value: str, kind: str) -> bool:
+    """Whether a literal suits a parameter of `kind` ("" fits anything; an int suits float)."""
+    have = literal_kind(value)
+    return not kind or have == kind or (kind == "float" and have == "int")

@@ -1,7 +1,8 @@
 """What a parameter holds, as its use in the function's body and its name say, where it has no
-annotation: a str-only method called on it makes it text, `+ count` a number, iterating over it
-a list; a parameter passed on to another function of the module is what it is there. The
-syntax tree only (ast)."""
+annotation: a str-only method called on it makes it text, arithmetic a number (`+` and `*` only
+with a literal: `prefix + line` of two names may join text), iterating over it a list; a
+parameter passed on to another function of the module is what it is there. The syntax tree
+only (ast)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,20 @@ NAMED_TYPES = {
     for name in names.split()
 }
 """What an unannotated parameter's name says it holds, where its use says nothing."""
+FLAG_PREFIXES = ("is_", "has_", "should_")
+"""A name that asks a yes-or-no question holds a bool (chevron's `is_standalone` was given
+`[1, 2]`)."""
+TEXT_ARGUMENTS = frozenset(
+    {"split", "rsplit", "startswith", "endswith", "find", "rfind", "rindex", "replace"}
+    | {"partition", "rpartition", "removeprefix", "removesuffix"}
+)
+"""str methods whose first argument is text too: `template.split(r_del, 1)` makes `r_del` text
+(not `index` and `count`: a list's too)."""
+
+
+def named_type(name: str) -> str:
+    """The kind an unannotated parameter's name says it holds, or ""."""
+    return NAMED_TYPES.get(name) or ("bool" if name.startswith(FLAG_PREFIXES) else "")
 
 
 def usage(definition: ast.FunctionDef) -> dict[str, str]:
@@ -39,6 +54,29 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
             positions.setdefault(node.value.id, set()).add(held)
         elif isinstance(node, ast.Call) and ast.unparse(node.func) == "len" and node.args:
             positions.setdefault(ast.unparse(node.args[0]), set()).add(None)
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Name):
+            # `l_del == '{{'`, `mode in ('r', 'w')`: compared with text, so text
+            compared = [
+                c.elts if isinstance(c, ast.Tuple | ast.List | ast.Set) else [c]
+                for c in node.comparators
+            ]
+            if all(
+                isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops
+            ) and all(
+                isinstance(c, ast.Constant) and isinstance(c.value, str)
+                for group in compared
+                for c in group
+            ):
+                found.setdefault(node.left.id, "str")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in TEXT_ARGUMENTS
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and not isinstance(getattr(node.func.value, "value", None), bytes)  # `b'a'.find(x)`
+        ):
+            found.setdefault(node.args[0].id, "str")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             name, attribute = node.value.id, node.attr
             if attribute in STR_METHODS:
@@ -49,7 +87,13 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
                 found.setdefault(name, "list")
         elif isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod):
             for operand, other in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(operand, ast.Name):  # `"  +--" + label` joins text; `"-" * n` not
+                # `prefix + line` joins text as often as it adds numbers: only a literal on the
+                # other side says which (textwrap's `indent` was given `prefix=3`).
+                unknown = isinstance(node.op, ast.Add | ast.Mult) and not isinstance(
+                    other, ast.Constant
+                )
+                if isinstance(operand, ast.Name) and not unknown:
+                    # `"  +--" + label` joins text; `"-" * n` not
                     value = other.value if isinstance(other, ast.Constant) else None
                     joined = isinstance(node.op, ast.Add) and isinstance(value, str | bytes)
                     found.setdefault(operand.id, type(value).__name__ if joined else "int")

@@ -1,6 +1,6 @@
 """Values for a function's parameters, from its code alone (ast, no model). A pool, most
 telling first: quoted examples in the docstring for text, a value of its annotated type (or its
-default's, or what its use or name suggests: `.upper()` text, `+ count` a number, `rgb[0]` to
+default's, or what its use or name suggests: `.upper()` text, `- 1` a number, `rgb[0]` to
 `rgb[2]` a tuple of three), the literals the body compares it with and their neighbours, the
 module's other literals of its type, its default. Parameters annotated with one of the module's
 classes, or named after one (`stock` for `Stock`), get instances: constructor calls found in the
@@ -21,11 +21,19 @@ from remora.tool_library.class_shapes import (
     held_in,
     inherited_init,
 )
-from remora.tool_library.code_literals import docstring_strings, literals, shorter, words
+from remora.tool_library.code_literals import (
+    delimited_texts,
+    docstring_strings,
+    fits,
+    literal_kind,
+    literals,
+    shorter,
+    words,
+)
 from remora.tool_library.parameter_types import (
-    NAMED_TYPES,
     callee_usage,
     keyed_dicts,
+    named_type,
     sized_tuples,
     usage,
 )
@@ -49,7 +57,8 @@ TYPE_VALUES: dict[str, list[str]] = {
     "int": ["3", "10", "0", "-2", "1"],
     "float": ["2.5", "10.0", "0.0", "-1.5"],
     "complex": ["1j"],
-    "str": ["'abc'", "'Hello world'", "''", "'a-b_c 1'"],
+    # Two indented lines, the first a sentence: what code that splits or wraps lines reads.
+    "str": ["'abc'", "'Hello world'", "''", "'a-b_c 1'", "'  Hello world.\\n    Second line'"],
     # A byte with the high bit set too: binary formats (varints, UTF-8) read on while it is;
     # and a 32-bit and a 64-bit big-endian 1: the fields binary protocols read.
     "bytes": ["b'abc'", "b''", "b'\\xff\\x01'", FOUR, EIGHT],
@@ -125,7 +134,7 @@ def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
     uses = usage(definition)
     checked = isinstance_checks(definition)
     for parameter in found:
-        named = uses.get(parameter.name, "") or NAMED_TYPES.get(parameter.name, "")
+        named = uses.get(parameter.name, "") or named_type(parameter.name)
         check = checked.get(parameter.name, "")
         builtin = outer_type(check) if outer_type(check) in TYPE_VALUES else ""
         # A class (`Node`, `datetime.date`) says what it is; a lower-case alias the module
@@ -262,7 +271,8 @@ def fill_pools(
             others = [value for value in others if value not in module_words]
             others = [*module_words, *others]
         examples = quoted if kind == "str" else []
-        pool = [*examples[:2], *typed[:1], *near, *typed[1:]]
+        tagged = delimited_texts(module_literals) if kind == "str" else []
+        pool = [*examples[:2], *typed[:1], *near, *tagged, *typed[1:]]
         if parameter.default is not None:
             pool.append(parameter.default)
         if parameter.name in checked:  # what the `isinstance` check turns away
@@ -334,20 +344,6 @@ def union_kinds(text: str) -> list[str]:
     if not kinds or kinds == ["none"]:
         return []
     return sorted(dict.fromkeys(kinds), key=lambda kind: kind == "none")
-
-
-def literal_kind(text: str) -> str:
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError):
-        return ""
-    return "none" if value is None else type(value).__name__
-
-
-def fits(value: str, kind: str) -> bool:
-    """Whether a literal suits a parameter of `kind` ("" fits anything; an int suits float)."""
-    have = literal_kind(value)
-    return not kind or have == kind or (kind == "float" and have == "int")
 
 
 def call_arguments(parameters: Sequence[Parameter], chosen: Mapping[str, str]) -> list[str]:
