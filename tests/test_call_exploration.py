@@ -953,10 +953,14 @@ def test_branches_left_reads_the_branch_arcs_of_the_targets_lines() -> None:
 
     low = [[-1, 2], [2, 4], [4, -1]]
     high = [[-1, 2], [2, 3], [3, -1]]
-    assert branches_left(source, [1, 4], chosen(low))
-    assert not branches_left(source, [1, 4], chosen(low, high))
-    assert not branches_left(source, [7, 8], chosen([[-7, 8], [8, -7]]))  # nothing to branch
-    assert branches_left(source, [7, 8], [])  # nothing chosen: nothing to pin yet
+    assert branches_left(source, [[1, 4]], chosen(low))
+    assert not branches_left(source, [[1, 4]], chosen(low, high))
+    assert not branches_left(source, [[7, 8]], chosen([[-7, 8], [8, -7]]))  # nothing to branch
+    assert branches_left(source, [[7, 8]], [])  # nothing chosen: nothing to pin yet
+    # `reached`: only ranges a chosen call ran code of (the private code a call reaches)
+    both = [[7, 8], [1, 4]]
+    assert not branches_left(source, both, chosen([[-7, 8], [8, -7]]), reached=True)
+    assert branches_left(source, both, chosen([[-7, 8], [8, -7]], low), reached=True)
 
 
 HIERARCHY_MODULE = """\

@@ -188,3 +188,36 @@ def test_a_template_is_given_a_word_between_its_delimiters(
     assert calls[0].count("'") == 4 and calls[0].endswith(", True"), calls
     assert not any("[1, 2]" in call or call.startswith("'abc', 3") for call in calls), calls
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+WRAPPING = """def wrap(text, width=70):
+    return _lines(text.split(), width)
+
+
+def _lines(words, width):
+    lines, line = [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        elif line:
+            line += " " + word
+        else:
+            line = word
+    if line:
+        lines.append(line)
+    return lines
+"""
+
+
+def test_a_call_that_reached_further_is_varied_where_private_code_it_reaches_has_branches_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wrap` has no branch of its own, so the model is not asked, and no text of its values
+    wraps at the default width; `wrap('text', width=3)` reached code the base call did not,
+    and the texts tried with that width too wrap a line of several words in `_lines`."""
+    project = make_project(tmp_path, {"wrapping": WRAPPING})
+    results = analyze(project, "pkg/wrapping.py", capsys, monkeypatch)
+    text = written(results["wrap"], "tests/test_wrapping_wrap.py", project)
+    assert "('Hello world', 3, ['Hello', 'world'])" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

@@ -122,17 +122,30 @@ async def explore_calls(
     # branch none of the chosen calls took, or nothing to pin), and its calls join them, with
     # the variations around the calls that went further than the base call (`further`).
     # Not when other arguments cannot help (`arguments_matter`).
-    if (
+    # Without the model too where the chosen calls reached private code and left branches of
+    # it (textwrap's `wrap(text, width)` has none of its own; its `TextWrapper._wrap_chunks`
+    # wraps a line of several words only when a narrow width meets a text of several words).
+    ask = (
         model == "for branches"
         and arguments_matter(chosen, runs[0] if runs else [])
-        and (not coverage or branches_left(source, lines, chosen["chosen"]))
-    ):
-        proposals, constructors = await model_proposals(
-            source, definition, owner, draft, temperatures
-        )
+        and (not coverage or branches_left(source, [lines], chosen["chosen"]))
+    )
+    deeper = (
+        model == "for branches"
+        and coverage
+        and bool(chosen["chosen"])
+        and branches_left(source, request["lines"][1:], chosen["chosen"], reached=True)
+    )
+    if ask or deeper:
+        proposals, constructors = [], []
+        if ask:
+            proposals, constructors = await model_proposals(
+                source, definition, owner, draft, temperatures
+            )
         known = {c.key for c in candidates}
         offered = candidates_of(proposals, constructors, further(checked, runs[0]))
-        added = [c for c in offered if c.key not in known]
+        # Without the model's, the variations alone, and a few (each is probed twice).
+        added = [c for c in offered if c.key not in known][: None if ask else DEEPER_CALLS]
         if added:
             candidates += added
             checked += [candidate for candidate in added if allowed(candidate, target, source)]
@@ -167,6 +180,10 @@ async def explore_calls(
         "refused": len(candidates) - len(checked),
         "coverage": coverage,
     }
+
+
+DEEPER_CALLS = 24
+"""Calls added, at most, where only private code a call reached has branches left."""
 
 
 def allowed(candidate: Candidate, target: str, source: str) -> bool:
@@ -222,9 +239,15 @@ def arguments_matter(chosen: Mapping[str, Any], seen: Sequence[Mapping[str, Any]
     )
 
 
-def branches_left(source: str, lines: Sequence[int], chosen: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the chosen calls (probed with coverage.py) leave a branch of the target (lines
-    `lines`) untaken, or nothing to pin."""
+def branches_left(
+    source: str,
+    ranges: Sequence[Sequence[int]],
+    chosen: Sequence[Mapping[str, Any]],
+    reached: bool = False,
+) -> bool:
+    """Whether the chosen calls (probed with coverage.py) leave a branch in the line ranges
+    `ranges` untaken, or nothing to pin; `reached`: only in a range some call ran code of (the
+    module's private code a call reaches, not all of it)."""
     if not chosen:
         return True
     try:  # coverage.py's own parser: the arcs its tracer reports, numbered alike
@@ -233,10 +256,14 @@ def branches_left(source: str, lines: Sequence[int], chosen: Sequence[Mapping[st
         exits = parser.exit_counts()
     except Exception:  # a coverage.py that parses otherwise: ask, as without branch data
         return True
-    first, last = lines
-    branches = {(a, b) for a, b in parser.arcs() if first <= a <= last and exits.get(a, 0) > 1}
     taken = {(a, b) for item in chosen for a, b in item["seen"].get("arcs") or []}
-    return not branches.issubset(taken)
+    for first, last in ranges:
+        if reached and not any(first <= a <= last for a, _ in taken):
+            continue
+        inside = {(a, b) for a, b in parser.arcs() if first <= a <= last}
+        if not {(a, b) for a, b in inside if exits.get(a, 0) > 1}.issubset(taken):
+            return True
+    return False
 
 
 async def model_proposals(
