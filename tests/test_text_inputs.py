@@ -221,3 +221,21 @@ def test_a_call_that_reached_further_is_varied_where_private_code_it_reaches_has
     text = written(results["wrap"], "tests/test_wrapping_wrap.py", project)
     assert "('Hello world', 3, ['Hello', 'world'])" in text, text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_container_is_given_only_items_of_the_types_its_annotation_names() -> None:
+    """`list[str] | list[bytes]`: `[1, 2, 3]` contradicts the annotation, and a function that
+    passes it through unchanged had its test pin that call; `['a', 'b']` and `[]` stay, and an
+    annotation that says nothing of the items (`dict[str, int]`, bare `list`) filters nothing."""
+    source = (
+        "def keys(secret: str | bytes | list[str] | list[bytes]) -> list:\n"
+        "    if isinstance(secret, (str, bytes)):\n"
+        "        return [secret]\n"
+        "    return list(secret)\n\n\n"
+        "def counts(items: list) -> int:\n"
+        "    return len(items)\n"
+    )
+    calls = [c.arguments for c in candidate_calls(source, "keys")]
+    assert "['a', 'b']" in calls and "[]" in calls, calls
+    assert "[1, 2, 3]" not in calls, calls
+    assert "[1, 2, 3]" in [c.arguments for c in candidate_calls(source, "counts")]

@@ -40,6 +40,7 @@ from remora.tool_library.parameter_types import (
 from remora.tool_library.pattern_values import Pattern, shapes
 from remora.tool_library.standard_values import (
     STANDARD_VALUES,
+    contradicts_elements,
     isinstance_checks,
     standard_type,
     union_members,
@@ -208,6 +209,7 @@ class InstanceFactory:
                 kind = outer_type(parameter.annotation) or parameter.used_as
                 near = [v for v in shaped.get(parameter.name, []) if fits(v, kind)]
                 values = [*near[:2], *typed_values(parameter, self, depth + 1)]
+                values = [v for v in values if not contradicts_elements(v, parameter.annotation)]
                 parameter.pool = [v for v in dict.fromkeys(values) if v != parameter.default][:2]
             refused = self.callables(init, node, parameters)
             if refused is not None:  # no literal where the class calls a function
@@ -256,6 +258,7 @@ def fill_pools(
         if not parameter.annotation and parameter.default is None and not parameter.used_as:
             parameter.used_as = passed_on.get(parameter.name, "")
         typed = typed_values(parameter, factory, 0)
+        typed = [v for v in typed if not contradicts_elements(v, parameter.annotation)]
         if outer_type(parameter.annotation) in ("dict", "") and parameter.name in keyed:
             typed = [*keyed[parameter.name], *typed]  # `matches['tz_hour']`: the keys it reads
         other = outer_type(parameter.annotation) not in TYPE_VALUES  # an alias: `Comparable`

@@ -122,6 +122,30 @@ def union_members(text: str) -> list[ast.expr]:
     return members
 
 
+SCALARS = frozenset({"str", "bytes", "int", "float", "bool"})
+
+
+def contradicts_elements(value: str, annotation: str) -> bool:
+    """Whether a list, tuple or set literal holds items the annotation's containers do not:
+    `[1, 2, 3]` for `str | Iterable[str] | Iterable[bytes]` (itsdangerous's `_make_keys_list`
+    returned it unchanged, and its test pinned a call the annotation rules out). Only where
+    every subscripted member names one scalar item type (`dict[str, int]` says nothing here)."""
+    allowed: set[str] = set()
+    for member in union_members(annotation):
+        if isinstance(member, ast.Subscript):
+            item = member.slice
+            if not (isinstance(item, ast.Name) and item.id in SCALARS):
+                return False
+            allowed.add(item.id)
+    try:
+        held = ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    if not allowed or not isinstance(held, list | tuple | set) or not held:
+        return False
+    return not any(type(item).__name__ in allowed for item in held)
+
+
 def union_standard_types(text: str, imports: Mapping[str, str]) -> list[str]:
     """The STANDARD_VALUES types among a union's members, in its order (`Union[datetime,
     timedelta, int, float]`: datetime.datetime, datetime.timedelta), or []."""
