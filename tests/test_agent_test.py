@@ -1209,3 +1209,31 @@ def test_a_function_defined_in_a_block_is_not_possible_not_a_failure(
     for job in jobs:
         assert job["status"] == "not_possible", job
         assert "defined inside a block" in job["summary"]
+
+
+def test_a_pytest_configuration_that_needs_a_missing_plugin_ends_the_job_as_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A project whose `addopts` names an option of a plugin its Python lacks (`--cov=...`
+    without pytest-cov): pytest exits with a usage error before any test, with our plugins
+    disabled and without. The job ends as an environment error that names pytest's complaint
+    and what to do; it had ended "not done" with "pytest ran no test:" and nothing after."""
+    project = tmp_path / "calc"
+    (project / "calc").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "calc"\n')
+    (project / "tox.ini").write_text("[pytest]\naddopts = --no-such-plugin-option=calc\n")
+    (project / "calc" / "__init__.py").write_text("")
+    (project / "calc" / "ops.py").write_text("def double(x: int) -> int:\n    return 2 * x\n")
+    monkeypatch.chdir(project)
+    code, report, _ = analyze("calc/ops.py", {"double": ["2)"]}, capsys, "--fix")
+    (result,) = report["results"]
+    assert result["status"] == "error", result
+    assert result["error"]["code"] == "tool_environment", result["error"]
+    message = result["error"]["message"]
+    assert "pytest could not start with the project's configuration" in message, message
+    assert "--no-such-plugin-option" in message, message
+    assert "(tox.ini): " in message and "Remora with that environment active" in message
+    reasons = [f["message"] for f in result["findings"] if f["rule"] == "TST102"]
+    assert reasons and all("--no-such-plugin-option" in reason for reason in reasons), reasons
+    assert not (project / "tests").exists()
+    assert code == 2

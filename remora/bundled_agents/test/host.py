@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from remora.findings.results import ErrorCode
 from remora.host.context import HostContext, checked_path
 from remora.tool_library.case_render import UNUSED_PLUGINS, render_module
 from remora.tool_library.module_paths import locate_tests, module_of
@@ -41,6 +42,23 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
                 if ran["exit_code"] != 4 and not re.search("^ERROR ", ran["stdout"], re.M):
                     break
         output = str(ran["stdout"])
+        tail = " | ".join([line for line in output.strip().splitlines() if line][-3:])
+        if ran["exit_code"] == 4:  # a usage error, with our plugins disabled and without
+            # The project's pytest configuration asks for what its Python lacks (an `addopts`
+            # of a plugin not installed: `--cov=...` without pytest-cov): no test can run there,
+            # and the job ends as an error that says so, not as tests that "ran no test".
+            said = str(ran.get("stderr", "")).splitlines()
+            error = [line.strip() for line in said if "error:" in line][-1:]
+            where = [line.rpartition("/")[2] for line in said if "inifile:" in line][:1]
+            tail = " ".join(error or said[-1:])[:300]
+            host.fault(
+                ErrorCode.TOOL_ENVIRONMENT,
+                "pytest could not start with the project's configuration"
+                + "".join(f" ({name})" for name in where)
+                + f": {tail}"
+                + "; install what its pytest configuration needs (the plugins of its addopts) "
+                "in the project's Python, or run Remora with that environment active",
+            )
         passed = re.findall(r"^PASSED \S+::(\w+)", output, re.MULTILINE)
         failed = [
             {"name": name, "message": message or "failed"}
@@ -48,7 +66,6 @@ def host_functions(host: HostContext) -> dict[str, Callable[..., Any]]:
                 r"^(?:FAILED|ERROR) \S+::(\w+)(?:\[[^\]\n]*\])?(?: - (.*))?$", output, re.MULTILINE
             )
         ]
-        tail = " | ".join([line for line in output.strip().splitlines() if line][-3:])
         return {
             "passed": passed,
             "failed": failed,
