@@ -234,7 +234,7 @@ import, they fail on Python 3.7 to 3.9. And an unused import, a problem at every
     [
         ({"setup.cfg": "[options]\npython_requires = >=3.7\n"}, "py37"),
         ({"setup.py": 'import setuptools\n\nsetuptools.setup(python_requires=">=3.8")\n'}, "py38"),
-        ({"setup.cfg": "[options]\npython_requires = >=2.7, !=3.0.*\n"}, "py37"),
+        ({"setup.cfg": "[options]\npython_requires = >=3.6\n"}, "py37"),
     ],
 )
 def test_a_python_floor_declared_only_where_ruff_does_not_read_it_is_passed_to_ruff(
@@ -273,6 +273,9 @@ def test_a_python_floor_declared_only_where_ruff_does_not_read_it_is_passed_to_r
     )
 
 
+PY = "Programming Language :: Python"
+
+
 @pytest.mark.parametrize(
     ("name", "text", "floor"),
     [
@@ -286,12 +289,43 @@ def test_a_python_floor_declared_only_where_ruff_does_not_read_it_is_passed_to_r
         ("setup.py", "setup(\n", None),
         ("setup.py", "setup(name='x', python_requires='~=3.8')\n", 8),
         ("setup.py", "x = " + "1 + " * 200_000 + "1\n", None),  # deeper than the parser goes
+        ("setup.cfg", "[options]\npython_requires = >=2.7, !=3.0.*\n", -1),  # a Python 2
+        ("setup.py", f"setup(classifiers=['{PY} :: 3.8', '{PY} :: 3.5', '{PY} :: 3'])\n", 5),
+        ("setup.py", f"setup(classifiers=['{PY} :: 2.7', '{PY} :: 3.9'])\n", -1),
+        ("setup.py", f"setup(python_requires='>=3.9', classifiers=['{PY} :: 2.7'])\n", 9),
+        ("setup.cfg", f"[metadata]\nclassifiers =\n    {PY} :: 3.10\n    {PY} :: 3.7\n", 7),
     ],
 )
 def test_the_python_floor_is_read_from_plain_text_only(
     name: str, text: str, floor: int | None
 ) -> None:
     assert declared_python_floor(name, text) == floor
+
+
+@pytest.mark.parametrize(
+    ("declared", "said"),
+    [
+        ({"setup.cfg": "[options]\npython_requires = >=2.7, !=3.0.*\n"}, "setup.cfg says"),
+        ({"setup.py": f"setup(classifiers=['{PY} :: 2.7', '{PY} :: 3.5'])\n"}, "setup.py says"),
+        ({"setup.py": f"setup(classifiers=['{PY} :: 3.5', '{PY} :: 3.8'])\n"}, "setup.py says"),
+    ],
+)
+def test_a_project_that_supports_a_python_older_than_ruffs_fixes_is_reported_not_fixed(
+    shelf: Path, capsys: pytest.CaptureFixture[str], declared: dict[str, str], said: str
+) -> None:
+    """wcwidth lists `Python :: 2.7` and `:: 3.5` among its classifiers and no python_requires:
+    ruff's safe fixes took out `from __future__ import division` and `u''` and wrote f-strings,
+    which break the code there. No ruff target is that old: the problems are reported as they
+    are, nothing is written, and the summary says why."""
+    (shelf / "pkg" / "shelf.py").write_text(OLD_PYTHON)
+    write_files(shelf, declared)
+    expected = found_by_ruff(shelf)
+    code, report, err, _ = lint(capsys, "--fix")
+    assert code == 1, err
+    assert reported(report) == expected
+    assert (shelf / "pkg" / "shelf.py").read_text() == OLD_PYTHON
+    summary = result_of(report, "<module>")["summary"]
+    assert f"nothing fixed: {said} the project supports Python " in summary, summary
 
 
 def test_ruff_reads_the_python_floor_itself_where_the_project_says_it_to_ruff(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import re
 import tomllib
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,12 @@ RUFF_CONFIGS = (".ruff.toml", "ruff.toml", "pyproject.toml")
 NEWEST_TARGET = 12
 """The newest `--target-version` (3.12) passed: every ruff Remora supports (>= 0.6) knows it,
 and a newer floor is left to ruff's default (an older target only holds back fixes)."""
+
+
+OLDEST_FIXED = 6
+"""The oldest Python 3 minor version whose code ruff's fixes are written for (its oldest target,
+3.7, with the f-strings of 3.6): a project that supports an older Python is reported, not
+fixed (pyupgrade's fixes remove `u''` and `from __future__ import division`)."""
 
 
 def ruff_finding(problem: dict[str, Any], line: int) -> dict[str, Any]:
@@ -49,19 +56,29 @@ def ruff_fixed_rules(before: list[dict[str, Any]], after: list[dict[str, Any]]) 
     return codes
 
 
+CLASSIFIER = re.compile(r"Programming Language :: Python :: ([23])\.(\d+)\s*$")
+"""A trove classifier naming one Python version (`... :: Python :: 2.7`, `... :: 3.5`)."""
+
+
 def declared_python_floor(name: str, text: str) -> int | None:
     """The oldest Python 3 minor version that setup.cfg's `[options] python_requires` or
-    setup.py's `python_requires="..."` admits (setup.py is parsed, never run), or None where
-    the file says none or not as plain text."""
+    setup.py's `python_requires="..."` admits (setup.py is parsed, never run), else the oldest
+    its trove classifiers name (wcwidth lists `Python :: 2.7` and `:: 3.5` and no
+    python_requires); -1 where that is a Python 2; None where the file says none or not as
+    plain text."""
     declared: object = None
+    classifiers: list[str] = []
     try:
         if name == "setup.cfg":
             parser = configparser.ConfigParser(interpolation=None)
             parser.read_string(text)
             declared = parser.get("options", "python_requires", fallback=None)
+            classifiers = parser.get("metadata", "classifiers", fallback="").splitlines()
         else:
-            for call in ast.walk(ast.parse(text)):
-                for keyword in call.keywords if isinstance(call, ast.Call) else []:
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    classifiers.append(node.value)
+                for keyword in node.keywords if isinstance(node, ast.Call) else []:
                     if keyword.arg == "python_requires" and isinstance(keyword.value, ast.Constant):
                         declared = keyword.value.value
         specifier = SpecifierSet(declared) if isinstance(declared, str) else None
@@ -69,7 +86,11 @@ def declared_python_floor(name: str, text: str) -> int | None:
     except (configparser.Error, SyntaxError, ValueError, InvalidSpecifier, RecursionError):
         return None
     if specifier is None:
-        return None
+        named = [CLASSIFIER.search(line.strip()) for line in classifiers]
+        versions = [(int(m.group(1)), int(m.group(2))) for m in named if m]
+        return None if not versions else -1 if min(versions)[0] == 2 else min(versions)[1]
+    if specifier.contains("2.7.99"):
+        return -1
     admitted = (minor for minor in range(40) if specifier.contains(f"3.{minor}.99"))
     return next(admitted, None)
 
@@ -111,6 +132,9 @@ def ruff_options(host: HostContext, path: str) -> dict[str, Any]:
     no_fix = ruff_table is not None and (ruff_table.get("fix") is True or "extend" in ruff_table)
     if ruff_knows or floor is None or floor[0] > NEWEST_TARGET:
         return {"no_fix": no_fix, "target_version": None, "declared_in": None}
+    if floor[0] < OLDEST_FIXED:  # no ruff target is that old: its fixes would break the code
+        too_old = "2" if floor[0] < 0 else f"3.{floor[0]}"
+        return {"no_fix": True, "target_version": None, "declared_in": floor[1], "too_old": too_old}
     return {"no_fix": no_fix, "target_version": f"py3{max(floor[0], 7)}", "declared_in": floor[1]}
 
 
