@@ -340,3 +340,22 @@ def test_a_function_defined_in_a_block_is_not_possible_not_a_failure(
     (job,) = [r for r in report["results"] if r["node"]["name"] == "separator"]
     assert job["status"] == "not_possible", job
     assert "not defined at the top level of the module (inside a block)" in job["summary"]
+
+
+def test_a_function_that_takes_no_arguments_gets_no_fixture(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """wcwidth's `list_versions()` got a fixture whose one sample was `{}`: no input to give
+    samples of, so no file; the job says why. A function beside it still gets its fixture."""
+    (demo / "inventory" / "versions.py").write_text(
+        "def list_versions() -> list[str]:\n    return ['4.1.0', '5.0.0']\n\n\n"
+        "def newest(versions: list[str]) -> str:\n    return max(versions)\n"
+    )
+    code, report, _ = analyze("inventory/versions.py", {}, capsys, "--fix")
+    assert code == 1, report  # findings (ruff's exit codes), no error
+    jobs = by_function(report)
+    assert jobs["list_versions"]["status"] == "not_possible", jobs["list_versions"]
+    assert "takes no arguments" in jobs["list_versions"]["summary"]
+    assert not (demo / "fixtures" / "versions_list_versions.json").exists()
+    assert jobs["newest"]["status"] == "success", jobs["newest"]
+    assert load_fixture(demo / "fixtures" / "versions_newest.json")["samples"]
