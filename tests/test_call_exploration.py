@@ -1883,6 +1883,59 @@ def test_a_class_the_module_builds_through_a_function_is_tested_on_what_that_bui
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
+SIZES = """import numbers
+import re
+
+PATTERN = re.compile(r"(\\d+)([kM]?)")
+UNITS = {"": 1, "k": 1024, "M": 1024 * 1024}
+
+
+class Size:
+    \"\"\"An amount of bytes, built from the match of a size text (`parse_size`).\"\"\"
+
+    def __init__(self, match):
+        self.count = int(match.group(1))
+        self.bytes = self.count * UNITS[match.group(2)]
+
+    def __lt__(self, other):
+        if isinstance(other, numbers.Number):
+            return self.bytes < other
+        return self.bytes < other.bytes
+
+    def __sub__(self, other):
+        if isinstance(other, numbers.Number):
+            return self.bytes - other
+        return self.bytes - other.bytes
+
+
+def parse_size(text) -> Size:
+    \"\"\"The size a text such as '4k' says.
+
+    >>> parse_size('4k').bytes
+    4096
+    \"\"\"
+    return Size(PATTERN.fullmatch(text))
+"""
+
+
+def test_an_operator_is_given_another_of_its_kind_built_as_its_receiver_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bitmath's `Bitmath.__lt__(other)` compares with a number or with another Bitmath, and a
+    Bitmath is built by `parse_string('4k')`: the receiver could be built so, but the allow-list
+    refused the same call as an argument, so the second branch was never taken and the model
+    was asked for it in 15 of the module's jobs. An argument may be built as a receiver is (a
+    public function of the module that builds one of its classes, with allowed arguments)."""
+    project = make_project(tmp_path, {"sizes": SIZES})
+    results = analyze(project, "pkg/sizes.py", capsys, monkeypatch)
+    for method, operator in (("__lt__", "<"), ("__sub__", "-")):
+        text = written(results[f"Size.{method}"], f"tests/test_sizes_Size_{method}.py", project)
+        assert "from pkg.sizes import parse_size  # noqa: E402\n" in text, text
+        assert "size = parse_size('4k')\n" in text, text
+        assert "parse_size('4k')," in text or f"{operator} parse_size('4k')" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
 def test_a_key_error_of_a_number_is_the_calls_fault_unless_the_module_raises_it() -> None:
     """`point[0]` of `{'a': 1}` given where a sequence is read raises KeyError(0): a test of
     that is a test of the argument. A KeyError the module raises itself is its behaviour."""

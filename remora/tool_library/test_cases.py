@@ -40,7 +40,8 @@ ALLOWED = (
     "arguments must be literals (numbers, strings, bytes, True, False, None), lists, tuples, "
     "sets or dicts of them, slice(...) of integers, "
     + " and ".join(f"{builder}(...)" for builder in BYTE_BUILDERS)
-    + " of bytes, constructors of the module's classes, the module's functions by name, "
+    + " of bytes, constructors of the module's classes (or its functions that build them), "
+    + "the module's functions by name, "
     + " or ".join(CALLABLE_BUILTINS)
     + " as functions, or "
     + ", ".join(f"{dotted}(...)" for dotted in STANDARD_VALUES)
@@ -93,6 +94,8 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
     if len(text) > MAX_CASE_LENGTH:
         raise ValueError(f"longer than {MAX_CASE_LENGTH} characters")
     functions, classes = module_definitions(source)
+    # An argument may be built as a receiver is: `bm < parse_string('4k')` compares two.
+    builders = classes | factories(source)
     top = frozenset(name for name in functions if "." not in name)
     owner, _, method = function.rpartition(".")
     if owner and function not in functions:
@@ -146,12 +149,12 @@ def parse_test_case(case: str, function: str, source: str) -> dict[str, Any]:
                 f"the case must be one call {owner}(...).{method}(...) (or on a subclass of it)"
             )
         names = [owner, *({call.func.value.func.id} - {owner})]
-        check_arguments(call.func.value, classes, names, top)
+        check_arguments(call.func.value, builders, names, top)
     elif not (isinstance(call, ast.Call) and is_name(call.func, function)):
         raise ValueError(f"the case must be one call of {function}(...)")
     else:
         names = [function]
-    check_arguments(call, classes, names, top)
+    check_arguments(call, builders, names, top)
     call_text = rendered(call, text)
     # Belt and braces: what is rendered passes the compiler's checks too, not only the parser's.
     try:
@@ -234,12 +237,14 @@ def subclasses(source: str, owner: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=32)
-def factories(source: str, owner: str) -> frozenset[str]:
-    """The public top-level functions of `source` that build an `owner` (method_roles.
-    result_class: every `return` constructs it, or the return annotation names it)."""
+def factories(source: str, owner: str = "") -> frozenset[str]:
+    """The public top-level functions of `source` that build an `owner` (without one, any of
+    its classes) (method_roles.result_class: every `return` constructs it, or the return
+    annotation names it)."""
     tree = ast.parse(source)
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    return frozenset(f.name for f in factory_functions(tree, classes).get(owner, []))
+    built = factory_functions(tree, classes)
+    return frozenset(f.name for cls in built if owner in ("", cls) for f in built[cls])
 
 
 def expression(text: str) -> ast.expr:
@@ -287,7 +292,7 @@ def check_value(
     node: ast.expr, classes: frozenset[str], names: list[str], functions: frozenset[str]
 ) -> None:
     """An argument's value is allowed, or ValueError naming what is not. `names` collects the
-    classes constructed and the functions passed (`functions`: the module's top-level ones)."""
+    `classes` built (with the functions that build one) and the `functions` passed by name."""
     if isinstance(node, ast.Constant):
         if node.value is Ellipsis:
             raise ValueError(f"'...' cannot be part of a case: {ALLOWED}")
