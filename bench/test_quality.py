@@ -171,7 +171,9 @@ def load_library(name: str) -> Library:
 
 
 def library_of(name: str, root: Path, module: str, module_file: str) -> Library:
-    source = (root / module_file).read_text(encoding="utf-8")
+    # Line endings as they are: mutants are byte offsets into the file (word2number's and
+    # pyqtree's are CRLF; read as text, every mutant landed one byte further per line).
+    source = (root / module_file).read_bytes().decode("utf-8")
     return Library(name, root, module, module_file, source, definitions(ast.parse(source)))
 
 

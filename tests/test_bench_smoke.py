@@ -227,3 +227,25 @@ def test_whole_library(tmp_path: Path) -> None:
     lines = results["report_lines"]
     assert lines["remora_findings"] == lines["ruff_findings"] and lines["exit_code"] in (0, 1)
     assert [p.name for p in scratch.iterdir() if p.name.startswith("remora-bench-")] == []
+
+
+def test_mutants_land_where_they_were_read_in_a_file_with_crlf_line_endings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/test_quality.py's mutants are byte offsets into the module file. word2number's and
+    pyqtree's files end their lines with CRLF; read as text (universal newlines), every mutant
+    landed one byte further per line, mostly as code that does not compile, and a suite that
+    imported it counted it killed."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("bench_quality", BENCH / "test_quality.py")
+    assert spec is not None and spec.loader is not None
+    test_quality = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_quality", test_quality)  # its dataclasses look it up
+    spec.loader.exec_module(test_quality)
+    module = tmp_path / "pkg" / "sums.py"
+    module.parent.mkdir()
+    module.write_bytes(b'"""Sums."""\r\n\r\n\r\ndef total(a, b):\r\n    return a + b\r\n')
+    library = test_quality.library_of("pkg", tmp_path, "pkg.sums", "pkg/sums.py")
+    mutants = test_quality.make_mutants(library)
+    changed = {m.operator: m.apply(module.read_bytes()) for m in mutants}
+    assert changed["+ -> -"] == b'"""Sums."""\r\n\r\n\r\ndef total(a, b):\r\n    return (a - b)\r\n'
