@@ -30,7 +30,13 @@ from remora.tool_library.candidate import Candidate, find_definition
 from remora.tool_library.case_checks import pattern_literal, standard_imports, used_names
 from remora.tool_library.case_render import render_tests
 from remora.tool_library.characterize import allowed, branches_left
-from remora.tool_library.class_shapes import abstract, held_in, inherited_init, overrides
+from remora.tool_library.class_shapes import (
+    abstract,
+    attributes_defined,
+    held_in,
+    inherited_init,
+    overrides,
+)
 from remora.tool_library.doctest_examples import example_trees
 from remora.tool_library.method_roles import mutators, private_definitions
 from remora.tool_library.test_cases import parse_test_case
@@ -1738,6 +1744,64 @@ def test_the_model_is_not_asked_when_what_a_call_returns_is_the_obstacle(
 
     assert "no call of open_handle could be pinned" in not_done(results["open_handle"])
     assert results["open_handle"]["usage"]["requests"] == 0
+
+
+WALKER = """class Walker:
+    \"\"\"Evaluates the nodes of a parsed expression.\"\"\"
+
+    def __init__(self, names=None):
+        self.names = dict(names or {})
+
+    def on_constant(self, node):
+        return node.value
+
+    def on_sum(self, node):
+        return node.left + node.right
+
+
+class Pair:
+    def __init__(self, left, right):
+        self.left = left
+        self.right = right
+"""
+
+
+def test_the_model_is_not_asked_for_an_attribute_no_allowed_value_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asteval's `on_constant(node)` reads `node.value` of an ast node: every call raised an
+    AttributeError for `value`, and the model was asked, though its calls pass the same
+    allow-list and no value it may write (a literal, a standard value, one of the module's own
+    objects) has that attribute: 43 such jobs made 215 requests for nothing. Where the module's
+    own objects have it (`Pair(...).left`), the model is still asked."""
+    project = make_project(tmp_path, {"walker": WALKER})
+    proposals = {"on_constant": ["3)", "'abc')"], "on_sum": ["Pair(1, 2))", "3)"]}
+    results = analyze(project, "pkg/walker.py", capsys, monkeypatch, proposals=proposals)
+
+    constant = results["Walker.on_constant"]
+    assert "no call of Walker.on_constant could be pinned" in not_done(constant)
+    assert constant["usage"]["requests"] == 0
+    assert results["Walker.on_sum"]["usage"]["requests"] > 0
+    text = written(results["Walker.on_sum"], "tests/test_walker_Walker_on_sum.py", project)
+    assert ".on_sum(Pair(1, 2)) == 3" in text, text
+
+
+def test_the_attributes_a_module_may_give_its_objects_are_known_or_said_to_be_unknown() -> None:
+    """What `attributes_defined` reads: class bodies, attributes written, `setattr` with a
+    literal name, builtin bases; unknown (None) where a class sets its own attributes by
+    computed names, reads them through `__getattr__`, or derives from a class imported."""
+    known = attributes_defined(ast.parse(WALKER + "setattr(Pair, 'total', 0)\n"))
+    assert known is not None and {"on_sum", "left", "names", "total"} <= known
+    assert "value" not in known
+    assert "keys" in (attributes_defined(ast.parse("class Table(dict):\n    pass\n")) or ())
+    for unknown in (
+        "class A:\n    def __init__(self, **kw):\n        for k in kw:\n"
+        "            setattr(self, k, kw[k])\n",
+        "class A:\n    def __init__(self, **kw):\n        self.__dict__.update(kw)\n",
+        "class A:\n    def __getattr__(self, name):\n        return name\n",
+        "from collections import OrderedDict\n\n\nclass A(OrderedDict):\n    pass\n",
+    ):
+        assert attributes_defined(ast.parse(unknown)) is None, unknown
 
 
 COLORS = """\

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
+import re
 import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,8 +29,10 @@ from remora.tool_library.calls import Draft, continued_arguments
 from remora.tool_library.candidate import Candidate, find_definition
 from remora.tool_library.case_checks import writable
 from remora.tool_library.case_render import render_tests
+from remora.tool_library.class_shapes import attributes_defined
 from remora.tool_library.method_roles import private_definitions
 from remora.tool_library.parameter_values import parameters_of
+from remora.tool_library.standard_values import STANDARD_VALUES
 from remora.tool_library.test_cases import class_bound, parse_test_case
 
 PROBE_SCRIPT = Path(__file__).with_name("call_probe.py")
@@ -129,7 +133,7 @@ async def explore_calls(
     # wraps a line of several words only when a narrow width meets a text of several words).
     ask = (
         model == "for branches"
-        and arguments_matter(chosen, runs[0] if runs else [])
+        and arguments_matter(chosen, runs[0] if runs else [], tree)
         and (not coverage or branches_left(source, [lines], chosen["chosen"]))
     )
     deeper = (
@@ -225,20 +229,56 @@ def further(checked: Sequence[Candidate], seen: Sequence[Mapping[str, Any]]) -> 
     return [checked[index].arguments for index in ranked[:2]]
 
 
-def arguments_matter(chosen: Mapping[str, Any], seen: Sequence[Mapping[str, Any]]) -> bool:
+def arguments_matter(
+    chosen: Mapping[str, Any], seen: Sequence[Mapping[str, Any]], tree: ast.Module
+) -> bool:
     """Whether other arguments could give a test where the tools' calls gave none: not when
     nothing was pinned although a call went through (it returned what a test cannot hold, or
     changed state or files other tests see): then what stands in the way is what the function
     gives back or does, not its inputs, and the model's arguments reach the same. On rich 13.9.4
     the 174 test jobs that ended `not possible` had made 774 of the agent's 1,251 model requests
     (bench/README.md, "whole_library"); on ten of its modules and on draw 3141 of
-    bench/test_quality.py the same tests come out without those requests."""
+    bench/test_quality.py the same tests come out without those requests. Nor where every
+    call raised an AttributeError for an attribute that no value an argument may be has (the
+    allow-list holds the model's calls too): asteval's `on_expr(node)` reads `node.value` of
+    an ast node, and its 43 `on_*` jobs made 215 requests for nothing (draw 8191)."""
     if chosen["chosen"]:
         return True
-    return not any(
+    if any(
         item.get("outcome") == "returned" or item.get("state_changed") or item.get("files_changed")
         for item in seen
-    )
+    ):
+        return False
+    # The calls whose instance was built (a receiver that failed says nothing of arguments).
+    made = [item for item in seen if item.get("outcome") != "setup_failed"]
+    if not made or any(item.get("exception") != "AttributeError" for item in made):
+        return True
+    missing = {MISSING.search(str(item.get("message"))) for item in made}
+    defined = attributes_defined(tree)
+    if None in missing or defined is None:
+        return True
+    return bool({m.group(1) for m in missing if m} & (defined | VALUE_ATTRIBUTES))
+
+
+MISSING = re.compile(r"has no attribute '(\w+)'")
+
+
+def split_dotted(dotted: str) -> tuple[str, str]:
+    module, _, name = dotted.rpartition(".")
+    return module, name
+
+
+VALUE_ATTRIBUTES = frozenset(
+    name
+    for kind in [
+        *(str, bytes, bytearray, memoryview, int, float, complex, list, tuple, dict, set, slice),
+        *(frozenset, types.FunctionType, types.BuiltinFunctionType, type(None)),
+        *(getattr(importlib.import_module(m), n) for m, n in map(split_dotted, STANDARD_VALUES)),
+    ]
+    for name in dir(kind)
+)
+"""What the values of an allowed argument have (test_cases.check_value): literals, functions
+and the standard value types."""
 
 
 def branches_left(

@@ -6,6 +6,7 @@ entries (a mapping or a sequence whose constructor passes on what it is given)."
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Mapping
 
 from remora.tool_library.standard_values import union_members
@@ -252,3 +253,43 @@ def held_in(annotation: str, name: str, instances: list[str]) -> list[str]:
     if outer in SEQUENCE_BASES | {"List", "Iterable", "Collection", "Reversible"}:
         return [f"[{first}]", f"[{both}]", "[]"]
     return instances
+
+
+def attributes_defined(tree: ast.Module) -> frozenset[str] | None:
+    """Every attribute name an object the module's own code builds could have: its classes'
+    body names, every `x.name = ...` (or `setattr(x, 'name', ...)`) it writes, and the
+    attributes of the builtin classes its classes derive from; None where that cannot be known
+    (a base imported from elsewhere, a `__getattr__`, a class that sets its own attributes by
+    computed names: `setattr(self, name, ...)`, `self.__dict__`)."""
+    names: set[str] = set()
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                return None
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "setattr" and len(node.args) > 1:
+                name, owner = node.args[1], node.args[0]
+                if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                    names.add(name.value)
+                elif isinstance(owner, ast.Name) and owner.id == "self":
+                    return None
+        elif isinstance(node, ast.ClassDef):
+            for base in base_names(node):
+                builtin = getattr(builtins, base, None)
+                if isinstance(builtin, type):
+                    names.update(dir(builtin))
+                elif base not in classes:
+                    return None
+            for member in node.body:
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    if member.name in ("__getattr__", "__getattribute__"):
+                        return None
+                    names.add(member.name)
+                targets = member.targets if isinstance(member, ast.Assign) else [member]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+                if isinstance(member, ast.AnnAssign) and isinstance(member.target, ast.Name):
+                    names.add(member.target.id)
+    return frozenset(names)
