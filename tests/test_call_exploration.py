@@ -2000,6 +2000,44 @@ def test_an_operator_is_given_another_of_its_kind_built_as_its_receiver_is(
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
+def test_a_value_error_from_unpacking_an_argument_of_another_shape_is_not_pinned(
+    tmp_path: Path,
+) -> None:
+    """python-slugify's `add_uppercase_char(char_list)` reads pairs (`char, xlate = item`);
+    given `['a', 'b']` it raised "not enough values to unpack", and that was pinned: a test of
+    the argument, like a TypeError. Unpacking what the code computed (`text.split('=')`) is its
+    behaviour for such a text, and stays."""
+    import remora.tool_library.call_probe as call_probe
+
+    source = (
+        "def upper_pairs(pairs):\n    for item in pairs:\n        low, up = item\n"
+        "    return pairs\n\n\ndef setting(text):\n    key, value = text.split('=')\n"
+        "    return key\n"
+    )
+    project = make_project(tmp_path, {"pairs": source})
+    spec = importlib.util.spec_from_file_location("probed_pairs", project / "pkg" / "pairs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = os.path.realpath(str(module.__file__))
+    lines = Path(path).read_text().split("\n")
+    seen = [
+        call_probe.observe(
+            module,
+            path,
+            lines,
+            {"function": name, "method": None, "lines": [[1, 9]]},
+            {"arguments": arguments, "instance": None},
+            False,
+        )
+        for name, arguments in (("upper_pairs", "['a', 'b']"), ("setting", "'abc'"))
+    ]
+    assert [item["exception"] for item in seen] == ["ValueError", "ValueError"], seen
+    assert [item["site_unpacks_name"] for item in seen] == [True, False]
+    assert not assertable(seen[0], [], "pkg.pairs")
+    assert assertable(seen[1], [], "pkg.pairs")
+
+
 def test_a_key_error_of_a_number_is_the_calls_fault_unless_the_module_raises_it() -> None:
     """`point[0]` of `{'a': 1}` given where a sequence is read raises KeyError(0): a test of
     that is a test of the argument. A KeyError the module raises itself is its behaviour."""

@@ -235,6 +235,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
         seen["site"] = site
         text = lines[site - 1].strip() if site and site <= len(lines) else ""
         seen["site_is_raise"] = text.startswith("raise")
+        seen["site_unpacks_name"] = unpacks_name(text)
     finally:
         signal.alarm(0)
     if tracer is not None:
@@ -478,6 +479,24 @@ def same_again(module, function, call, namespace, seen, messages=True):
 
 def alarm(signum, frame):
     raise CallTimeout()
+
+
+def unpacks_name(text: str) -> bool:
+    """Whether the line `text` unpacks a plain name into several (`char, xlate = item`, `for a,
+    b in pairs:`): a ValueError there ("not enough values to unpack") says the argument's items
+    have another shape than the code reads, not what the code does with them."""
+    try:
+        tree = ast.parse(text + " pass" if text.endswith(":") else text)
+    except SyntaxError:
+        return False
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if isinstance(node, ast.For):
+        target, value = node.target, node.iter
+    elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    else:
+        return False
+    return isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, ast.Name)
 
 
 def traceback_lines(tb):

@@ -127,6 +127,8 @@ def assertable(seen: Mapping[str, Any], module_classes: Sequence[str], module_na
         return False
     if name == "KeyError" and str(seen.get("message")).lstrip("-").isdigit() and not explicit:
         return False  # `point[0]` of a dict given where a sequence is read: the call's fault
+    if name == "ValueError" and seen.get("site_unpacks_name") and not explicit:
+        return False  # `char, xlate = item` of a word given where pairs are read: the same
     return bool(bases) or (seen.get("exception_module") == module_name and name in module_classes)
 
 
