@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,17 @@ def analyze(
     assert captured.out.strip(), captured.err
     report = json.loads(captured.out)
     return {result["node"]["qualified_name"]: result for result in report["results"]}
+
+
+def probed_module(project: Path, name: str) -> tuple[types.ModuleType, str, list[str]]:
+    """The module `pkg.NAME` of `project` imported as the probe imports it, its real path and
+    its lines (call_probe.observe's first three arguments)."""
+    spec = importlib.util.spec_from_file_location(f"probed_{name}", project / "pkg" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = os.path.realpath(str(module.__file__))
+    return module, path, Path(path).read_text().split("\n")
 
 
 def written(result: dict[str, Any], path: str, project: Path) -> str:
@@ -1086,12 +1098,7 @@ def test_the_probe_walks_the_folder_twice_a_call_and_sees_files_written_and_remo
         return walk()
 
     monkeypatch.setattr(call_probe, "files_state", counted)
-    spec = importlib.util.spec_from_file_location("probed_tidy", project / "pkg" / "tidy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    path = os.path.realpath(str(module.__file__))
-    lines = Path(path).read_text().split("\n")
+    module, path, lines = probed_module(project, "tidy")
     request = {"function": "tidy", "method": None, "lines": [[3, 5]]}
     call = {"arguments": "'data7.txt'", "instance": None}
     seen = call_probe.observe(module, path, lines, request, call, False)
@@ -1701,12 +1708,7 @@ def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) ->
             "def double(x):\n    return 2 * x\n"
         },
     )
-    spec = importlib.util.spec_from_file_location("probed_draws", project / "pkg" / "draws.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    path = os.path.realpath(str(module.__file__))
-    lines = Path(path).read_text().split("\n")
+    module, path, lines = probed_module(project, "draws")
     coin = call_probe.observe(
         module, path, lines, {"function": "coin", "method": None, "lines": [[4, 5]]},
         {"arguments": "", "instance": None}, False,
@@ -2015,12 +2017,7 @@ def test_a_value_error_from_unpacking_an_argument_of_another_shape_is_not_pinned
         "    return key\n"
     )
     project = make_project(tmp_path, {"pairs": source})
-    spec = importlib.util.spec_from_file_location("probed_pairs", project / "pkg" / "pairs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    path = os.path.realpath(str(module.__file__))
-    lines = Path(path).read_text().split("\n")
+    module, path, lines = probed_module(project, "pairs")
     seen = [
         call_probe.observe(
             module,
