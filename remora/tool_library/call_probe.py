@@ -481,7 +481,7 @@ def alarm(signum, frame):
     raise CallTimeout()
 
 
-def unpacks_name(text: str) -> bool:
+def unpacks_name(text):
     """Whether the line `text` unpacks a plain name into several (`char, xlate = item`, `for a,
     b in pairs:`): a ValueError there ("not enough values to unpack") says the argument's items
     have another shape than the code reads, not what the code does with them."""
