@@ -235,7 +235,7 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
         seen["site"] = site
         text = lines[site - 1].strip() if site and site <= len(lines) else ""
         seen["site_is_raise"] = text.startswith("raise")
-        seen["site_unpacks_name"] = unpacks_name(text)
+        seen["site_unpacks_name"] = isinstance(error, ValueError) and unpacks_name(text)
     finally:
         signal.alarm(0)
     if tracer is not None:
