@@ -1906,6 +1906,15 @@ def test_a_collection_annotation_holds_the_instances() -> None:
     assert held_in("Tag", "Tag", built) == built
     assert held_in("Optional[Tag]", "Tag", built) == built
     assert held_in("dict[Tag, int]", "Tag", built) == built  # keys: not built here
+    # Quoted, generic, and held a level deeper (pygtrie's `queue: list[Iterable['_Node[S,
+    # V]']]` was given one node, and `queue.append` raised AttributeError on every call).
+    assert held_in("'Tag'", "Tag", built) == held_in("Tag[K, V]", "Tag", built) == built
+    assert held_in("list[Iterable['Tag[S, V]']]", "Tag", built) == [
+        "[[Tag('abc', 3)]]",
+        "[[Tag('abc', 3)], [Tag('abc', 3), Tag('x', 1)]]",
+        "[]",
+    ]
+    assert held_in("list[int]", "Tag", built) == built  # not held: as before
 
 
 BOARD = '''class Board:

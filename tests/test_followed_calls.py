@@ -177,13 +177,54 @@ def test_a_union_of_plain_types_gets_each_members_values_and_callables_their_ret
     # `rule: str | re.Pattern[str]` was given 3 first, as if it said nothing).
     assert union_kinds("str | re.Pattern[str]") == ["str"]
     assert union_kinds("Pattern | None") == []
-    # `Callable[[str], Optional[str]]`: the functions annotated to return that first; one
-    # named test_* never (a test file that imports it would have pytest run it).
+    # `Callable[[str], Optional[str]]`: the functions annotated to return that, never one
+    # annotated to return another kind (`exactly` makes a Pattern), nor one named test_* (a
+    # test file that imports it would have pytest run it).
     assert fitting_functions(ast.parse(PATTERNS), 1, "", "Optional[str]") == [
         "first_word",
         "digits",
-        "exactly",
     ]
+    # The module's class, as `Callable[..., Trie[K, V]]` says: `exactly` only; `Any`, or a
+    # TypeVar, says nothing of the kind.
+    assert fitting_functions(ast.parse(PATTERNS), 1, "", "Pattern[K]") == ["exactly"]
+    every = ["exactly", "first_word", "digits"]
+    assert fitting_functions(ast.parse(PATTERNS), 1, "", "Any") == every
+    assert fitting_functions(ast.parse(PATTERNS), 1, "", "T") == every
+
+
+FACTORY = """from typing import Callable, TypeGuard
+
+
+class Store:
+    def __init__(self, **options):
+        self.options = options
+        self.keys = []
+
+    def add(self, key):
+        self.keys.append(str(key))
+
+
+def is_key(value) -> TypeGuard[str]:
+    return isinstance(value, str)
+
+
+class KeySet:
+    def __init__(self, factory: Callable[..., Store] = Store, **options):
+        self._store = factory(**options)
+
+    def __len__(self) -> int:
+        return len(self._store.keys)
+"""
+
+
+def test_a_factory_parameter_is_given_no_function_that_returns_another_kind() -> None:
+    """pygtrie's `PrefixSet(iterable=(), factory: Callable[..., Trie] = Trie)` was built as
+    `PrefixSet(factory=_is_not_sentinel)`, a function that returns a bool, and every method
+    of it ended with no test. A factory annotated to make a Store is given the default (the
+    Store class) or a function that makes one, never `is_key`."""
+    cases = [c.case("KeySet.__len__") for c in candidate_calls(FACTORY, "KeySet.__len__")]
+    assert cases and not any("is_key" in case for case in cases), cases
+    assert "KeySet().__len__()" in cases or "KeySet(factory=Store).__len__()" in cases, cases
 
 
 DECORATORS = """import functools
@@ -355,3 +396,38 @@ def test_a_parameter_read_item_by_item_is_given_tuples_of_that_many_numbers() ->
     assert polar[:2] == ["(0.25, 0.5)", "(1, 2)"], polar
     assert not any(c.arguments.startswith("(0.25") for c in candidate_calls(source, "ends"))
     assert usage(ast.parse(source).body[3]) == {}  # `items` has a length: no fixed size
+
+
+PROTOCOL = """from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Copier(Protocol):
+    def __call__(self, value: T, /) -> T: ...
+
+
+def same(value):
+    return value
+
+
+class Box:
+    def __init__(self, value=1):
+        self.value = value
+
+    def copy(self, make_copy: Copier) -> "Box":
+        return Box(self._copied(make_copy))
+
+    def _copied(self, make_copy):
+        return make_copy(self.value)
+"""
+
+
+def test_a_callable_protocol_is_given_a_function_never_built() -> None:
+    """pygtrie's `_Node.copy(make_copy: _MakeCopy)`, a Protocol whose `__call__` takes one
+    value: every call was `copy(_MakeCopy())`, which raised "Protocols cannot be
+    instantiated", and its clone methods ended with no test after five model requests each.
+    A Protocol is never built; one with `__call__` is a callable of that many arguments."""
+    cases = [c.case("Box.copy") for c in candidate_calls(PROTOCOL, "Box.copy")]
+    assert cases and not any("Copier(" in case for case in cases), cases
+    assert "Box().copy(same)" in cases, cases

@@ -12,11 +12,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping, Sequence
 
+from remora.tool_library.class_shapes import base_names
 from remora.tool_library.parameter_values import Parameter, Refusal
-from remora.tool_library.standard_values import CALLABLE_BUILTINS
+from remora.tool_library.standard_values import CALLABLE_BUILTINS, union_members
 
 MAX_FUNCTIONS = 3
 """The module's functions tried for one callable parameter."""
+BUILTIN_KINDS = frozenset(
+    {"str", "bytes", "int", "float", "complex", "bool", "list", "tuple", "dict", "set", "None"}
+)
 
 
 def callable_arities(
@@ -62,10 +66,19 @@ def callable_arities(
 
 
 def type_aliases(tree: ast.Module) -> dict[str, str]:
-    """The module's top-level `F = TypeVar("F", bound=Callable[...])` (its bound) and
-    `Handler = Callable[[int], str]` (its value), by name, as text."""
+    """The module's top-level `F = TypeVar("F", bound=Callable[...])` (its bound),
+    `Handler = Callable[[int], str]` (its value) and callable protocols (a `Protocol` class
+    whose `__call__(self, value: T, /) -> T` says `Callable[[T], T]`), by name, as text."""
     found: dict[str, str] = {}
     for node in tree.body:
+        if isinstance(node, ast.ClassDef) and "Protocol" in base_names(node):
+            call = next((m for m in node.body if getattr(m, "name", "") == "__call__"), None)
+            if isinstance(call, ast.FunctionDef) and not (call.args.vararg or call.args.kwarg):
+                taken = [a.annotation for a in [*call.args.posonlyargs, *call.args.args][1:]]
+                shown = ", ".join("Any" if a is None else ast.unparse(a) for a in taken)
+                returned = "Any" if call.returns is None else ast.unparse(call.returns)
+                found[node.name] = f"Callable[[{shown}], {returned}]"
+            continue
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
         target, value = node.targets[0], node.value
@@ -102,12 +115,29 @@ def _annotated_arguments(text: str) -> list[ast.expr] | None:
 
 
 def _annotated_return(text: str) -> str:
-    """What a `Callable[[...], R]` annotation says its function returns (R, as text), or ""."""
-    if _annotated_arguments(text) is None:
+    """What a `Callable[[...], R]` or `Callable[..., R]` annotation says its function returns
+    (R, as text), or ""."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
         return ""
-    node = ast.parse(text, mode="eval").body
-    assert isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple)
-    return ast.unparse(node.slice.elts[-1]).strip("'\"")
+    if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple)):
+        return ""
+    first, *rest = node.slice.elts or [ast.Constant(None)]
+    given = isinstance(first, ast.List) or (isinstance(first, ast.Constant) and first.value == ...)
+    return ast.unparse(rest[-1]).strip("'\"") if given and rest else ""
+
+
+def _returned_kinds(text: str) -> set[str]:
+    """The names of what an annotation says is returned, one per member of a union, without
+    their parameters: {"Trie"} for `Trie[K, V]`, {"str", "None"} for `Optional[str]`; a
+    `TypeGuard` is a bool."""
+    kinds = set()
+    for member in union_members(text.strip("'\"")):
+        outer = member.value if isinstance(member, ast.Subscript) else member
+        name = ast.unparse(outer).strip("'\"").rpartition(".")[2]
+        kinds.add("bool" if name in ("TypeGuard", "TypeIs") else name)
+    return kinds
 
 
 def fitting_functions(
@@ -117,8 +147,14 @@ def fitting_functions(
     before private, in their order) that can be called with `arity` positional arguments (1
     when not known), at most MAX_FUNCTIONS; where none can, the CALLABLE_BUILTINS that can and
     that the module does not define (blinker's `connect(receiver)` in a module that defines no
-    function: `connect(str)`, then `send('a')` returns `[(str, 'a')]`)."""
+    function: `connect(str)`, then `send('a')` returns `[(str, 'a')]`). Never one annotated to
+    return something else: pygtrie's `PrefixSet(factory: Callable[..., Trie])` given its
+    `_is_not_sentinel` (a TypeGuard) was a receiver that could not be built."""
     wanted = 1 if arity is None else arity
+    # Only a return this module or the builtins name is a kind to check (not `Any`, a TypeVar).
+    known = {n.name for n in tree.body if isinstance(n, ast.ClassDef)} | BUILTIN_KINDS
+    kinds = _returned_kinds(returns) if returns else set()
+    kinds = kinds if kinds <= known else set()
     found = []
     for node in tree.body:
         # `test_item`, imported into a test file to be passed, pytest would run as a test.
@@ -131,15 +167,17 @@ def fitting_functions(
         required = positional - len(arguments.defaults)
         required_keywords = [d for d in arguments.kw_defaults if d is None]
         fits = required <= wanted and (wanted <= positional or arguments.vararg is not None)
+        given = ast.unparse(node.returns).strip("'\"") if node.returns else ""
+        if given and kinds and not kinds & _returned_kinds(given):
+            continue
         if fits and not required_keywords:
-            given = ast.unparse(node.returns).strip("'\"") if node.returns else ""
             found.append((returns != "" and given != returns, node.name.startswith("_"), node.name))
     if not found:
         defined = {name for node in tree.body for name in _defined_names(node)}
         return [
             name
             for name, counts in CALLABLE_BUILTINS.items()
-            if wanted in counts and name not in defined
+            if wanted in counts and name not in defined and (not kinds or name in kinds)
         ]
     return [name for *_, name in sorted(found, key=lambda item: item[:2])][:MAX_FUNCTIONS]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections.abc import Mapping
 
 from remora.tool_library.standard_values import union_members
@@ -121,7 +122,10 @@ def inherited_init(
 
 def abstract(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> bool:
     """Whether an `@abstractmethod` of the class or of a module class it derives from is not
-    implemented on the way down to it: then it cannot be built."""
+    implemented on the way down to it, or the class is a `Protocol`: then it cannot be built
+    (`_MakeCopy()` of pygtrie raised "Protocols cannot be instantiated")."""
+    if "Protocol" in base_names(node):
+        return True
     first: dict[str, ast.FunctionDef] = {}
     for current in lineage(node, classes):
         for member in current.body:
@@ -228,6 +232,12 @@ def record_fields(node: ast.ClassDef) -> list[tuple[str, str | None]] | None:
     return fields
 
 
+def names_class(node: ast.expr, name: str) -> bool:
+    """Whether an annotation is the class `name` itself: `Node`, `'Node'`, `Node[S, V]`."""
+    text = ast.unparse(node).strip("'\"")
+    return re.fullmatch(rf"(\w+\.)*{re.escape(name)}(\[.*\])?", text) is not None
+
+
 def held_in(annotation: str, name: str, instances: list[str]) -> list[str]:
     """Instances of the module's class `name` as the annotation holds them: in a list for
     `Iterable[Flag]` or `list[Flag]`, a tuple for `tuple[Flag, ...]`, a set for `set[Flag]`,
@@ -236,12 +246,19 @@ def held_in(annotation: str, name: str, instances: list[str]) -> list[str]:
     `Flags(defined_flags: Iterable[Flag])` iterated over its fields: an AttributeError."""
     held = [member for member in union_members(annotation) if ast.unparse(member) != "None"]
     node = held[0] if len(held) == 1 else None
-    if not isinstance(node, ast.Subscript) or not instances:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # `'Node'`, quoted
+        return held_in(node.value, name, instances)
+    if not isinstance(node, ast.Subscript) or not instances or names_class(node, name):
         return instances
     outer = ast.unparse(node.value).rpartition(".")[2]
     inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    if [ast.unparse(item) for item in inner][-1:] != [name] and outer not in ("tuple", "Tuple"):
-        return instances
+    if not names_class(inner[-1], name) and outer not in ("tuple", "Tuple"):
+        # Held deeper (`list[Iterable[Node]]`): the containers of the inner annotation, held.
+        text = inner[-1].value if isinstance(inner[-1], ast.Constant) else ast.unparse(inner[-1])
+        deeper = held_in(str(text), name, instances)
+        if deeper is instances:
+            return instances
+        instances = deeper
     first, both = instances[0], ", ".join(instances[:2])
     if outer in ("tuple", "Tuple") and ast.unparse(inner[0]) == name:
         return [f"({first},)", f"({both},)", "()"]
