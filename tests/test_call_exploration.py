@@ -95,12 +95,19 @@ def analyze(
     *,
     agent: str = "test",
     proposals: Mapping[str, list[str]] | None = None,
+    asked: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """`remora analyze TARGET --fix` with the agent: each job's result by qualified name."""
+    """`remora analyze TARGET --fix` with the agent: each job's result by qualified name;
+    `asked` gets the last line of each completion prompt (what the model was asked to go on)."""
     monkeypatch.chdir(project)
-    model = ScriptedModelServer(
-        rule=calls_the_tool(TOOLS[agent]), completion=proposing(proposals or {})
-    )
+    propose = proposing(proposals or {})
+
+    def completion(body: dict[str, Any]) -> str:
+        if asked is not None:
+            asked.append(body["prompt"].rsplit("\n", 1)[1])
+        return propose(body)
+
+    model = ScriptedModelServer(rule=calls_the_tool(TOOLS[agent]), completion=completion)
     with model as server:
         args = ["analyze", target, "--agents", agent, "--format", "json", "--no-cache"]
         main([*args, "--base-url", server.base_url, "--fix"])
@@ -911,9 +918,10 @@ def test_a_method_that_takes_no_arguments_asks_the_model_only_for_its_instance(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Door.opens and Door.unlock each keep a branch no call of the tools takes (a digest), so
-    the model is asked for both: for its constructor's arguments each time, for the call's only
-    where the method takes some. `door.opens(` has one form: its drafts would be calls that
-    raise TypeError, prompts evaluated for nothing."""
+    the model is asked for both: for the call's arguments only where the method takes some
+    (`door.opens(` has one form: its drafts would be calls that raise TypeError, prompts
+    evaluated for nothing), for its constructor's only where it takes none (the instance is
+    all there is to vary; `unlock` runs on a Door the tools built)."""
     project = make_project(
         tmp_path,
         {
@@ -948,7 +956,8 @@ def test_a_method_that_takes_no_arguments_asks_the_model_only_for_its_instance(
     assert statuses["Door.opens"] == statuses["Door.unlock"] == "success"
 
     endings = [prompt.rsplit("\n", 1)[1].strip() for prompt in prompts]
-    assert "door = Door(" in endings  # asked for the instance (both jobs: the same prompt)
+    # Asked for the instance (a greedy and a sampled draft) for `opens` only.
+    assert endings.count("door = Door(") == len(TEMPERATURES[:2])
     assert "result = door.unlock(" in endings
     assert not [ending for ending in endings if ending.startswith("result = door.opens")]
 
@@ -2174,3 +2183,49 @@ def test_a_method_is_asked_first_for_the_words_its_instance_was_built_with() -> 
     assert calls[:3] == ["'go'", "'stop'", "3"]
     said = {"app.py": "machine = Machine(['one two'], 'idle')\n"}
     assert candidate_calls(MACHINE, "Machine.can", said)[0].arguments != "'one two'"
+
+
+METERS = """class Meter:
+    def __init__(self, unit="m"):
+        self.unit = unit
+
+    def read(self, text):
+        if text == "-".join(["a"] * 9):
+            return "long"
+        return text.upper()
+
+
+class Sealed:
+    def __init__(self, key):
+        if key != "-".join(["k"] * 9):
+            raise ValueError("wrong key")
+        self.key = key
+
+    def read(self, text):
+        if text == "-".join(["a"] * 9):
+            return "long"
+        return text.upper()
+"""
+
+
+def test_the_model_is_asked_for_a_constructor_only_where_the_tools_built_no_receiver(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A method with a branch the tools' calls leave asks the model for arguments; for its
+    class's constructor only where none of the tools' receivers was built (`Sealed`, whose key
+    only the model gives): on pygtrie and the fixed corpus the constructors it proposed for a
+    class the tools had built never gave a test the tools' did not."""
+    project = make_project(tmp_path, {"meters": METERS})
+    asked: list[str] = []
+    key = "'" + "-".join(["k"] * 9) + "'"
+    proposals = {"Sealed": [key + ")"], "read": ["'" + "-".join(["a"] * 9) + "')"]}
+    results = analyze(
+        project, "pkg/meters.py", capsys, monkeypatch, proposals=proposals, asked=asked
+    )
+    assert any(line.endswith("meter.read(") for line in asked), asked
+    assert not any(line.endswith("Meter(") for line in asked), asked
+    assert any(line.endswith("Sealed(") for line in asked), asked
+    sealed = written(results["Sealed.read"], "tests/test_meters_Sealed_read.py", project)
+    assert f"Sealed({key})" in sealed, sealed
+    meter = written(results["Meter.read"], "tests/test_meters_Meter_read.py", project)
+    assert "'long'" in meter, meter

@@ -145,8 +145,15 @@ async def explore_calls(
     if ask or deeper:
         proposals, constructors = [], []
         if ask:
+            # On a receiver the tools built, if one was: the model's constructors are for
+            # classes the tools could not build (on pygtrie, rich and the fixed corpus they
+            # never gave a test the tools' receivers did not).
+            built = zip(checked, runs[0] if runs else [], strict=False)
+            receiver = next(
+                (c.instance for c, seen in built if seen.get("outcome") != "setup_failed"), None
+            )
             proposals, constructors = await model_proposals(
-                source, definition, owner, draft, temperatures
+                source, definition, owner, draft, temperatures, receiver
             )
         known = {c.key for c in candidates}
         offered = candidates_of(proposals, constructors, further(checked, runs[0]))
@@ -326,12 +333,15 @@ async def model_proposals(
     owner: str,
     draft: Draft | None,
     temperatures: Sequence[float],
+    receiver: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """The model's argument lists for the target (and, for a method, for its class's
-    constructor), by continuing a test's first lines after the code it tests: what base models
-    have seen after a module most often. Greedy and sampled drafts, decoded together; none when
-    the model could not be asked, and none for a target that takes no arguments (`x.copy()`
-    has one form: on rich 13.9.4 every draft of one was a call that raised TypeError)."""
+    constructor, unless `receiver` is an instance the tools built and the target takes
+    arguments), by continuing a test's
+    first lines after the code it tests: what base models have seen after a module most often.
+    Greedy and sampled drafts, decoded together; none when the model could not be asked, and
+    none for a target that takes no arguments (`x.copy()` has one form: on rich 13.9.4 every
+    draft of one was a call that raised TypeError)."""
     if draft is None or not temperatures:
         return [], []
     name = definition.name
@@ -343,6 +353,8 @@ async def model_proposals(
     instance = None
     if f"{owner}.{name}" in class_bound(source):
         instance = owner  # called on the class: no instance to build
+    elif owner and receiver is not None and takes_arguments:
+        instance = receiver  # (without arguments, the instance is all the model can vary)
     elif owner:
         opening = constructor_prompt(source, owner)
         constructors = await continued_arguments(opening, draft, temperatures[:2])
