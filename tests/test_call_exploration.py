@@ -2229,3 +2229,42 @@ def test_the_model_is_asked_for_a_constructor_only_where_the_tools_built_no_rece
     assert f"Sealed({key})" in sealed, sealed
     meter = written(results["Meter.read"], "tests/test_meters_Meter_read.py", project)
     assert "'long'" in meter, meter
+
+
+BAG = """class Bag:
+    def __init__(self, items=(), /, **named):
+        self.items = [*items, *named]
+
+    def size(self, at_least=0, /):
+        return max(len(self.items), at_least)
+"""
+
+
+def test_a_positional_only_parameter_is_passed_by_position() -> None:
+    """pygtrie's `Trie(other=(), /, **kwargs)` was built as `Trie(other=3)`: by keyword, the
+    value went to `**kwargs`, a trie holding one key named "other", and its methods' tests
+    pinned that. A positional-only parameter is passed by position."""
+    cases = [c.case("Bag.size") for c in candidate_calls(BAG, "Bag.size")]
+    assert cases and not any("items=" in case or "at_least=" in case for case in cases), cases
+    assert "Bag((1, 2)).size()" in cases and "Bag((1, 2)).size(3)" in cases, cases
+
+
+TOKENS = """class Token:
+    def __init__(self, type, value, start=None, end=None):
+        self.type = type
+        self.value = value
+        self.start = start
+        self.end = end
+
+    def __repr__(self):
+        return "Token(%r, %r)" % (self.type, self.value)
+"""
+
+
+def test_a_parameter_whose_only_value_is_its_default_does_not_stop_a_constructor() -> None:
+    """funcparserlib's `Token(type, value, start=None, end=None)`: `start` has no value but
+    its default None, and the one typed constructor the tools build was dropped for it, so
+    every method ran on a bare `Token()`, which raised TypeError (only the model's
+    constructors gave tests). A parameter with a default goes without."""
+    instances = {c.instance for c in candidate_calls(TOKENS, "Token.__repr__")}
+    assert "Token('abc', 'abc')" in instances and "Token()" not in instances, instances

@@ -133,7 +133,10 @@ def candidate_calls(
         extra = [
             f"{p.name}={values[p.name]}"
             for p in parameters
-            if p.name in values and values[p.name] != base.get(p.name) and p.default is not None
+            if p.name in values
+            and values[p.name] != base.get(p.name)
+            and p.default is not None
+            and not p.positional_only
         ]
         for text in by_people if extra else []:
             if not any(part.split("=", 1)[0] + "=" in text for part in extra):

@@ -81,20 +81,9 @@ INDEX_VALUES = ["1", "0", "-1", "slice(1, 3)", "slice(None)"]
 UNTYPED = ["3", "'abc'", "[1, 2]", "0", "None", "{'a': 1}", TREE]
 """Values for a parameter with neither annotation nor default (the last a tree of mappings:
 JSON-like data and trees are nested dicts, where `{'a': 1}` only reaches the top level)."""
-ALIASES = {
-    "sequence": "list",
-    "iterable": "list",
-    "collection": "list",
-    "mutablesequence": "list",
-    "frozenset": "set",
-    "mapping": "dict",
-    "mutablemapping": "dict",
-    "ordereddict": "dict",
-    "defaultdict": "dict",
-    "none": "none",
-    "any": "",
-    "object": "",
-}
+ALIASES = {"sequence": "list", "iterable": "list", "collection": "list", "mutablesequence": "list",
+           "frozenset": "set", "mapping": "dict", "mutablemapping": "dict", "ordereddict": "dict",
+           "defaultdict": "dict", "none": "none", "any": "", "object": ""}  # fmt: skip
 
 
 Refusal = Callable[[str], bool] | None
@@ -107,6 +96,7 @@ class Parameter:
     annotation: str
     default: str | None
     keyword_only: bool
+    positional_only: bool = False
     used_as: str = ""
     """For a parameter without annotation or default: the type its use in the body suggests
     (a class an `isinstance` check names, as written there; else a TYPE_VALUES kind)."""
@@ -119,12 +109,12 @@ def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
     """The parameters a call passes (self/cls of a method left out; *args and **kwargs too:
     calls without them are the common case)."""
     arguments = definition.args
-    positional = [*arguments.posonlyargs, *arguments.args]
+    positional, only = [*arguments.posonlyargs, *arguments.args], len(arguments.posonlyargs)
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
     defaults += list(arguments.defaults)
     found = [
-        Parameter(arg.arg, annotation(arg), None if d is None else ast.unparse(d), False)
-        for arg, d in zip(positional, defaults, strict=True)
+        Parameter(arg.arg, annotation(arg), None if d is None else ast.unparse(d), False, i < only)
+        for i, (arg, d) in enumerate(zip(positional, defaults, strict=True))
     ]
     found += [
         Parameter(arg.arg, annotation(arg), None if d is None else ast.unparse(d), True)
@@ -215,11 +205,13 @@ class InstanceFactory:
             if refused is not None:  # no literal where the class calls a function
                 written = [t for t in written if not refused(t[len(name) + 1 : -1])]
                 proposed = [arguments for arguments in proposed if not refused(arguments)]
-            if all(p.pool for p in parameters):
-                every = {p.name: p.pool[0] for p in parameters}
+            # A parameter with a default may go without (funcparserlib's `Token(type, value,
+            # start=None, end=None)`: None, its only value, is its default).
+            if all(p.pool or p.default is not None for p in parameters):
+                every = {p.name: p.pool[0] for p in parameters if p.pool}
                 typed.append(f"{name}({', '.join(call_arguments(parameters, every))})")
-                if all(p.pool[1:] for p in parameters):
-                    second = {p.name: p.pool[1] for p in parameters}
+                if all(p.pool[1:] or p.default is not None for p in parameters):
+                    second = {p.name: p.pool[1] for p in parameters if p.pool[1:]}
                     typed.append(f"{name}({', '.join(call_arguments(parameters, second))})")
         proposed = [f"{name}({arguments})" for arguments in proposed]
         bare = [f"{name}()"] if init is None or all_defaulted(init) else []
@@ -352,14 +344,20 @@ def union_kinds(text: str) -> list[str]:
 def call_arguments(parameters: Sequence[Parameter], chosen: Mapping[str, str]) -> list[str]:
     """Argument texts: a parameter without a default gets its `chosen` value (else its pool's
     first), positionally unless keyword-only; one with a default is passed, by keyword, only
-    when `chosen` names it."""
-    parts = []
+    when `chosen` names it, and a positional-only one by position, after the defaults of those
+    before it (by keyword, pygtrie's `Trie(other=3)` went to `**kwargs`: a key named other)."""
+    parts: list[str] = []
+    over: list[str] = []
     for parameter in parameters:
         if parameter.default is not None and parameter.name not in chosen:
+            over += [parameter.default] if parameter.positional_only else []
             continue
         value = chosen.get(parameter.name, parameter.pool[0] if parameter.pool else "None")
         by_keyword = parameter.keyword_only or parameter.default is not None
-        parts.append(f"{parameter.name}={value}" if by_keyword else value)
+        if parameter.positional_only:
+            parts, over = [*parts, *over, value], []
+        else:
+            parts.append(f"{parameter.name}={value}" if by_keyword else value)
     return parts
 
 
