@@ -418,9 +418,9 @@ def test_a_hostile_completion_is_refused_by_the_allow_list_before_it_runs(
 ) -> None:
     """The model proposes `surcharge(<exec through a generator's frame> or 100, 10)`: the
     allow-list (parse_test_case) refuses it before the probe, so no command ever sees its text,
-    nothing prints its marker or leaves its file, and no test is written for it; the ordinary
-    proposals are probed, pinned and written as usual. (No list built from the signature has
-    more than three prices: the model is asked for the branch they leave.)"""
+    nothing prints its marker or leaves its file, and no test is written for it; the tools'
+    calls are probed, pinned and written as usual. (No list built from the signature has more
+    than three prices: the model is asked for the branch they leave.)"""
     (demo / "inventory" / "fees.py").write_text(
         "def surcharge(prices: list, percent: float) -> float:\n"
         "    if len(prices) > 3:\n"
@@ -428,27 +428,20 @@ def test_a_hostile_completion_is_refused_by_the_allow_list_before_it_runs(
         "    return round(sum(prices) * percent / 100, 2)\n"
     )
     seen = spy_on_commands(monkeypatch)
-    calls = {"surcharge": ["[100.0], 10.0)", HOSTILE, "[1, 2, 3, 4], 15.0)"]}
-    code, report, _ = analyze("inventory/fees.py", calls, capsys, "--fix")
+    asked: list[str] = []
+    code, report, _ = analyze(
+        "inventory/fees.py", {"surcharge": [HOSTILE]}, capsys, "--fix", asked=asked
+    )
 
     (result,) = report["results"]
     assert result["status"] == "success", result["error"]
+    assert asked  # the model was asked, and proposed the hostile call
     text = (demo / "tests" / "test_fees_surcharge.py").read_text()
-    assert "surcharge([1, 2, 3, 4], 15.0)" in text
+    assert "([1, 2, 3], 2.5, 0.15)," in text, text  # the tools' calls, parametrized
     assert "gi_frame" not in text and "exec" not in text
-    # The spy saw the probe runs: two of the tools' own calls, then two of the model's
-    # ordinary proposals (each run in a process of its own)...
-    probes = [
-        json.loads(c["files"][".remora_probe.json"])
-        for c in seen
-        if '"surcharge"' in c["files"].get(".remora_probe.json", "")
-    ]
-    assert len(probes) == 4
-    for request in probes[2:]:
-        arguments = [call["arguments"] for call in request["calls"]]
-        assert arguments == ["[100.0], 10.0", "[1, 2, 3, 4], 15.0"]
-    # ...and pytest on the file...
-    assert any("tests/test_fees_surcharge.py" in c["args"] for c in seen)
+    # The spy saw the probe runs of the tools' calls, and pytest on the file...
+    probes = [c for c in seen if '"surcharge"' in c["files"].get(".remora_probe.json", "")]
+    assert probes and any("tests/test_fees_surcharge.py" in c["args"] for c in seen)
     # ...and the hostile case reached none of them.
     for command in seen:
         assert not any("gi_frame" in t or "PWNED" in t for t in command["files"].values())

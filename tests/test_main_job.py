@@ -43,15 +43,16 @@ def test_every_success_of_the_main_job_is_backed_by_its_outcome(
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert code in (0, 1)
-    # What the engine did: most prompt tokens reused from its contexts, and the constructor
-    # prompt the test agent sends for each of Stock's methods decoded once.
+    # What the engine did: most prompt tokens reused from its contexts. (A prompt asked again
+    # is replayed, test_local_engine; the test agent no longer asks one prompt per method of a
+    # class it built, so the demo may have none.)
     engine = report["summary"]["engine"]
     assert (
         engine["prompt_tokens_evaluated"] + engine["prompt_tokens_reused"]
         == (engine["prompt_tokens"])
     )
     assert 0 < engine["prompt_tokens_evaluated"] < engine["prompt_tokens"] / 2
-    assert engine["replayed"] >= 1 and engine["completion_tokens"] > 0
+    assert engine["completion_tokens"] > 0
     assert f"engine: {engine['requests']} requests ({engine['replayed']} replayed); " in (
         captured.err
     )
