@@ -146,8 +146,9 @@ async def explore_calls(
         proposals, constructors = [], []
         if ask:
             # On a receiver the tools built, if one was: the model's constructors are for
-            # classes the tools could not build (on pygtrie, rich and the fixed corpus they
-            # never gave a test the tools' receivers did not).
+            # classes the tools could not build (on pygtrie, the fixed corpus and 17 modules
+            # drawn from the pool, bench/README.md "What the model adds", its drafts killed
+            # no mutant the tools' calls did not, once a tools' fault was mended).
             built = zip(checked, runs[0] if runs else [], strict=False)
             receiver = next(
                 (c.instance for c, seen in built if seen.get("outcome") != "setup_failed"), None
@@ -337,11 +338,11 @@ async def model_proposals(
 ) -> tuple[list[str], list[str]]:
     """The model's argument lists for the target (and, for a method, for its class's
     constructor, unless `receiver` is an instance the tools built and the target takes
-    arguments), by continuing a test's
-    first lines after the code it tests: what base models have seen after a module most often.
-    Greedy and sampled drafts, decoded together; none when the model could not be asked, and
-    none for a target that takes no arguments (`x.copy()` has one form: on rich 13.9.4 every
-    draft of one was a call that raised TypeError)."""
+    arguments), by continuing a test's first lines after the code it tests: what base models
+    have seen after a module most often. One draft per temperature, decoded together; none
+    when the model could not be asked, and none for a target that takes no arguments
+    (`x.copy()` has one form: on rich 13.9.4 every draft of one was a call that raised
+    TypeError)."""
     if draft is None or not temperatures:
         return [], []
     name = definition.name
