@@ -5,13 +5,16 @@ these tests, not on a library of the benchmark's pool."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.code_literals import case_variants
+from remora.tool_library.method_roles import private_definitions, steps
 from remora.tool_library.module_paths import own_imports
+from remora.tool_library.parameter_types import documented
 from tests.test_call_exploration import analyze, make_project, passes_under_pytest, written
 
 RULES = """IRREGULAR = [("child", "children"), ("goose", "geese")]
@@ -239,3 +242,190 @@ def test_a_container_is_given_only_items_of_the_types_its_annotation_names() -> 
     assert "['a', 'b']" in calls and "[]" in calls, calls
     assert "[1, 2, 3]" not in calls, calls
     assert "[1, 2, 3]" in [c.arguments for c in candidate_calls(source, "counts")]
+
+
+UNITS = """from collections import namedtuple
+
+Unit = namedtuple("Unit", ["short", "singular", "plural"])
+
+SEPARATORS = ("and", "plus")
+GRAM = Unit("g", "gram", "grams")
+KILOGRAM = Unit("kg", "kilogram", "kilograms")
+"""
+
+MEASURES = '''from pkg.units import *
+
+
+class Measure:
+    UNITS = (GRAM, KILOGRAM)
+
+    def __init__(self, written):
+        self.unit = self.find(written)
+
+    def __str__(self):
+        return "<Measure {0}>".format(self.unit.singular)
+
+    def find(self, written):
+        """The unit written so.
+
+        :param written: its short name, singular or plural
+        :type written: string
+        :returns: the unit
+        """
+        for unit in self.UNITS:
+            if written in unit:
+                return unit
+        raise ValueError("Unknown unit: {0}".format(written))
+'''
+
+
+def test_a_class_that_looks_its_text_up_in_star_imported_tables_is_built_with_a_word_of_theirs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The constructor passes its text to a method documented as taking a string, which finds it
+    in tables a star import brings: every made-up word raises, a word of those tables builds
+    it, and what it returns (a named tuple of the other module) is pinned and imported from
+    the module under test."""
+    project = make_project(tmp_path, {"units": UNITS, "measures": MEASURES})
+    results = analyze(project, "pkg/measures.py", capsys, monkeypatch)
+    found = written(results["Measure.find"], "tests/test_measures_Measure_find.py", project)
+    assert "Measure('gram')" in found, found
+    assert "Unit(short='kg', singular='kilogram', plural='kilograms')" in found, found
+    assert "from pkg.measures import Measure, Unit" in found, found
+    shown = written(results["Measure.__str__"], "tests/test_measures_Measure___str__.py", project)
+    assert "'<Measure gram>'" in shown, shown
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_parameter_is_what_its_docstring_says_it_is() -> None:
+    definition = ast.parse(
+        'def f(a, b, c, d, e):\n    """Do.\n\n'
+        + "".join(f"    :param {name}: x\n" for name in "abcde")
+        + "    :type a: string\n    :type b: list of int\n    :type c: str or None\n"
+        + '    :type d: Widget\n    :type e: integer, optional\n    """\n'
+    ).body[0]
+    assert isinstance(definition, ast.FunctionDef)
+    assert documented(definition) == {"a": "str", "b": "list", "e": "int"}
+    google = ast.parse('def g(name):\n    """Do.\n\n    Args:\n        name (str): it\n    """\n')
+    numpy = ast.parse('def h(n):\n    """Do.\n\n    Parameters\n    ----------\n    n : int\n"""\n')
+    assert documented(google.body[0]) == {"name": "str"}  # type: ignore[arg-type]
+    assert documented(numpy.body[0]) == {"n": "int"}  # type: ignore[arg-type]
+
+
+WORD_NUMBERS = """NUMBERS = {"one": 1, "two": 2, "three": 3, "twenty": 20, "thousand": 1000}
+
+
+def sentence_value(sentence):
+    if not isinstance(sentence, str):
+        raise TypeError("Give a sentence of number words (e.g. 'two thousand twenty three')")
+    words = [word for word in sentence.split() if word in NUMBERS]
+    if not words:
+        raise ValueError("No number words in '%s'" % sentence)
+    total, current = 0, 0
+    for word in words:
+        value = NUMBERS[word]
+        if value == 1000:
+            total, current = total + max(current, 1) * value, 0
+        elif value == 100:
+            current = max(current, 1) * value
+        else:
+            current += value
+    return total + current
+"""
+
+
+def test_the_example_a_raised_message_quotes_is_tried(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message a function raises for bad input shows a good one: the only input made of
+    several table words, which alone reaches the thousands' branch."""
+    project = make_project(tmp_path, {"words": WORD_NUMBERS})
+    results = analyze(project, "pkg/words.py", capsys, monkeypatch)
+    text = written(results["sentence_value"], "tests/test_words_sentence_value.py", project)
+    assert "('two thousand twenty three', 2023)" in text, text
+    assert "'%s'" not in text.split("def test")[1], text  # a placeholder is no example
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+TABLE = """UNITS = {"zero": 0, "one": 1, "two": 2, "three": 3}
+
+
+def combine(words):
+    values = []
+    for word in words:
+        values.append(UNITS[word])
+    if len(values) == 3:
+        return values[0] * values[1] + values[2]
+    if len(values) == 2:
+        return values[0] + values[1]
+    return values[0]
+"""
+
+
+def test_a_parameter_whose_items_are_looked_up_in_a_table_is_given_lists_of_its_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`[1, 2, 3]` only raises KeyError; lists of the table's keys reach every branch, its zero
+    last (it would multiply away what the code computes)."""
+    project = make_project(tmp_path, {"numbers": TABLE})
+    results = analyze(project, "pkg/numbers.py", capsys, monkeypatch)
+    text = written(results["combine"], "tests/test_numbers_combine.py", project)
+    assert "(['one', 'two', 'three'], 5)" in text, text
+    assert "(['one', 'two'], 3)" in text, text
+    assert "(['one'], 1)" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+READER = """class Reader:
+    def __init__(self):
+        self.count = 0
+
+    def read(self, text):
+        self.text = text.upper()
+        self.position = 0
+        while self.position < len(self.text):
+            self.step()
+        return self.count
+
+    def step(self):
+        if self.text[self.position : self.position + 2] == "QU":
+            self.count += 10
+            self.position += 2
+        elif self.text[self.position] in "AEIOU":
+            self.count += 1
+            self.position += 1
+        else:
+            self.position += 1
+
+
+def score(given):
+    return Reader().read(given)
+"""
+
+
+def test_a_parameter_of_no_known_type_is_given_the_module_words_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`score(given)`: nothing says what `given` is; `'QU'`, a word of the module, takes the
+    branch of `step` no made-up word does."""
+    project = make_project(tmp_path, {"reader": READER})
+    results = analyze(project, "pkg/reader.py", capsys, monkeypatch)
+    text = written(results["score"], "tests/test_reader_score.py", project)
+    assert "('QU', 10)" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+def test_a_step_only_another_method_can_run_counts_as_code_its_callers_reach() -> None:
+    """`step` reads the `self.text` only `read` sets: no test can call it alone, so its branches
+    count for the calls that reach it, as a private function's do; `read` takes an argument,
+    and a method reading only what the constructor sets is no step."""
+    tree = ast.parse(
+        READER + "\n\nclass Plain:\n    def __init__(self):\n        self.n = 1\n\n"
+        "    def twice(self):\n        return self.n * 2\n"
+    )
+    reader, plain = (node for node in tree.body if isinstance(node, ast.ClassDef))
+    assert [method.name for method in steps(reader)] == ["step"]
+    assert steps(plain) == []
+    score = tree.body[1]
+    assert isinstance(score, ast.FunctionDef)
+    assert "step" in [node.name for node in private_definitions(tree, score)]

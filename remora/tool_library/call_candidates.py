@@ -82,6 +82,7 @@ def candidate_calls(
     factory = InstanceFactory(classes, written, constructors, module.constructions, module.imports)
     factory.callables = lambda init, cls, found: refusal(init, cls, found, tree)
     factory.patterns = module.patterns
+    factory.bound = module.bound
     instances: list[str | None] = [None]
     if owner and target in class_bound(source):
         # Called on the class, as code calls it: an instance (which may not be buildable) adds

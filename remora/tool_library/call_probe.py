@@ -541,8 +541,15 @@ def constructed(value, module):
     for package in ("decimal", "fractions", "uuid"):
         imported = importlib.import_module(package)
         names.update({name: getattr(imported, name) for name in VALUE_TYPES[package]})
+    # Its own classes, and those its package's other modules give it (`from .constants import
+    # *`): a test imports them from the module under test, by the name it has there.
+    package = module.__name__.partition(".")[0] + "."
     own = {name: item for name, item in vars(module).items() if inspect.isclass(item)}
-    own = {name: item for name, item in own.items() if item.__module__ == module.__name__}
+    own = {
+        name: item
+        for name, item in own.items()
+        if item.__module__ == module.__name__ or (item.__module__ + ".").startswith(package)
+    }
     owned = own.get(kind.__name__) is kind
     if isinstance(value, enum.Enum):
         if not owned or getattr(kind, value.name, None) is not value:

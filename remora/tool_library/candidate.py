@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from remora.tool_library.code_literals import literals, taking_turns, words
+from remora.tool_library.code_literals import bound_words, literals, taking_turns, words
 from remora.tool_library.doctest_examples import (
     Example,
     doctest_calls,
@@ -80,7 +80,8 @@ class ModuleFacts:
     """What candidate_calls reads of the module as a whole, the same for every function of it:
     its syntax tree (read, never changed), its classes, the examples in its docstrings, the
     constructor calls among them, its literals and one-word strings (code_literals), what
-    the names it imports stand for (standard_values) and its compiled patterns (pattern_values)."""
+    the names it imports stand for (standard_values), its compiled patterns (pattern_values)
+    and the one-word strings of its tables and its own package's, by name (`bound`)."""
 
     tree: ast.Module
     classes: dict[str, ast.ClassDef]
@@ -89,6 +90,7 @@ class ModuleFacts:
     values: tuple[list[str], list[str]]
     imports: dict[str, str]
     patterns: dict[str, Pattern]
+    bound: dict[str, list[str]]
 
 
 @lru_cache(maxsize=32)
@@ -108,7 +110,8 @@ def module_facts(source: str, imported: tuple[str, ...] = ()) -> ModuleFacts:
     known = taking_turns([[word for parsed in trees for word in words(parsed)], texts])
     values = (literals(tree), list(dict.fromkeys(known)))
     imports, patterns = imported_names(tree), module_patterns(tree)
-    return ModuleFacts(tree, classes, examples, constructions, values, imports, patterns)
+    bound = bound_words(trees)
+    return ModuleFacts(tree, classes, examples, constructions, values, imports, patterns, bound)
 
 
 def _parsed(text: str) -> ast.Module | None:

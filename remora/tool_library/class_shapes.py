@@ -310,3 +310,9 @@ def attributes_defined(tree: ast.Module) -> frozenset[str] | None:
                 if isinstance(member, ast.AnnAssign) and isinstance(member.target, ast.Name):
                     names.add(member.target.id)
     return frozenset(names)
+
+
+def snake_to_class(name: str, classes: Mapping[str, ast.ClassDef]) -> str:
+    """The module's class a parameter is named after (`stock`, `order_line`), or ""."""
+    wanted = name.replace("_", "").lower()
+    return next((cls for cls in classes if cls.lower() == wanted), "")

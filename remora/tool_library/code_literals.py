@@ -9,14 +9,20 @@ from __future__ import annotations
 import ast
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
-def docstring_strings(definition: ast.FunctionDef) -> list[str]:
-    """Quoted examples in the docstring ("Split a SKU such as "BOLT-0042"..."): values the
-    author thought typical."""
+def quoted_examples(definition: ast.FunctionDef) -> list[str]:
+    """Quoted examples in the docstring ("Split a SKU such as "BOLT-0042"...") and in the
+    messages it raises ("Please enter a valid number word (eg. 'two million twenty three
+    thousand and forty nine')"): values the author thought typical, or valid."""
     docstring = ast.get_docstring(definition) or ""
     found = re.findall(r"(?<![\w])([\"'])([^\"'\n]{1,40})\1", docstring)
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            for text in ast.walk(node.exc):
+                if isinstance(text, ast.Constant) and isinstance(text.value, str):
+                    found += re.findall(r"(?<![\w])([\"'])([^\"'\n{}%]{2,60})\1", text.value)
     return list(dict.fromkeys(repr(text) for _, text in found))
 
 
@@ -115,20 +121,49 @@ def words(tree: ast.Module) -> list[str]:
     another path through those tables than any made-up word. Each top-level statement's in the
     order they appear, taking turns: the first of each, then the second of each (pluralizer's
     irregular words and its uncountable ones alike, where the first forty were all pronouns)."""
-    tables = [
-        [
-            repr(value)
-            for *_, value in sorted(
-                (node.lineno, node.col_offset, node.value)
-                for node in ast.walk(statement)
-                if isinstance(node, ast.Constant)
-                and isinstance(node.value, str)
-                and 1 < len(node.value) <= 20
-                and node.value.isalpha()
-            )
-        ]
-        for statement in tree.body
+    return list(dict.fromkeys(taking_turns([statement_words(s) for s in tree.body])))
+
+
+def statement_words(statement: ast.stmt) -> list[str]:
+    return [
+        repr(value)
+        for *_, value in sorted(
+            (node.lineno, node.col_offset, node.value)
+            for node in ast.walk(statement)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and 1 < len(node.value) <= 20
+            and node.value.isalpha()
+        )
     ]
+
+
+def bound_words(trees: Sequence[ast.Module]) -> dict[str, list[str]]:
+    """The one-word strings of each module-level assignment, by the names it binds, in the
+    module and those it imports from its own package (its first binding of a name counts)."""
+    found: dict[str, list[str]] = {}
+    for tree in trees:
+        for statement in tree.body:
+            targets = (
+                statement.targets
+                if isinstance(statement, ast.Assign)
+                else [statement.target]
+                if isinstance(statement, ast.AnnAssign)
+                else []
+            )
+            held = statement_words(statement) if targets else []
+            for name in (n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+                if held:
+                    found.setdefault(name.id, held)
+    return found
+
+
+def read_words(node: ast.AST, bound: Mapping[str, list[str]]) -> list[str]:
+    """The one-word strings of the tables `node` reads (`bound`: bound_words): the words a
+    class or function looks its input up in (a scale's names, a pluraliser's irregular
+    words), where the module's other words may be anything."""
+    read = [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    tables = [bound[name] for name in dict.fromkeys(read) if name in bound]
     return list(dict.fromkeys(taking_turns(tables)))
 
 
@@ -220,3 +255,50 @@ def fits(value: str, kind: str) -> bool:
     """Whether a literal suits a parameter of `kind` ("" fits anything; an int suits float)."""
     have = literal_kind(value)
     return not kind or have == kind or (kind == "float" and have == "int")
+
+
+TABLE_KEYS = 4
+"""Keys of a table tried as a parameter's values, at most (and lists of one to that many)."""
+
+
+def table_keys(definition: ast.FunctionDef, tree: ast.Module) -> dict[str, list[str]]:
+    """Keys of the module's dict tables a name is looked up in (`NUMBERS[word]`,
+    `NUMBERS.get(word)`, `word in NUMBERS`), and lists of one to TABLE_KEYS of them for a name
+    whose items are (`for word in words: NUMBERS[word]`): the only values such code reads on
+    past its lookup (word2number's `number_formation(['one'])` and longer; `[1, 2, 3]` raised
+    KeyError). Keys whose value is falsy come last: a zero multiplies away what code computes."""
+    tables: dict[str, list[object]] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Dict):
+            pairs = zip(statement.value.keys, statement.value.values, strict=True)
+            entries: list[tuple[object, ast.expr]] = [
+                (k.value, v) for k, v in pairs if isinstance(k, ast.Constant)
+            ]
+            zero = [key for key, v in entries if isinstance(v, ast.Constant) and not v.value]
+            keys: list[object] = [key for key, _ in entries if key not in zero] + zero
+            tables |= {t.id: keys for t in statement.targets if isinstance(t, ast.Name) and keys}
+    items = {
+        node.target.id: node.iter.id
+        for node in ast.walk(definition)
+        if isinstance(node, ast.For | ast.comprehension)
+        and isinstance(node.target, ast.Name)
+        and isinstance(node.iter, ast.Name)
+    }
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(definition):
+        pair: tuple[ast.expr, ast.expr] | None = None  # (table, looked up)
+        if isinstance(node, ast.Subscript):
+            pair = (node.value, node.slice)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            pair = (node.func.value, node.args[0]) if node.func.attr == "get" else None
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In | ast.NotIn):
+            pair = (node.comparators[0], node.left)
+        table, looked = pair or (None, None)
+        if not (isinstance(table, ast.Name) and isinstance(looked, ast.Name)):
+            continue
+        keys = tables.get(table.id, [])[:TABLE_KEYS]
+        if keys and looked.id in items:
+            found.setdefault(items[looked.id], [repr(keys[:n]) for n in range(1, len(keys) + 1)])
+        elif keys:
+            found.setdefault(looked.id, [repr(key) for key in keys])
+    return found

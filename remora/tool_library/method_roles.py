@@ -190,15 +190,51 @@ def private_definitions(tree: ast.Module, definition: ast.FunctionDef) -> list[a
     are, but the definition: the code a test of it may run that no test of a public function
     names. Whatever a call reaches counts, not only what the definition calls by name:
     pluralizer's `is_plural` is one line, its branches are in the `_check_word` it calls, and
-    json5's `dumps` reaches the `_encode_dict` of the encoder object it builds."""
-    return [
+    json5's `dumps` reaches the `_encode_dict` of the encoder object it builds. So do the
+    `steps` of its classes, public in name only."""
+    private = [
         node
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef)
         and node.name.startswith("_")
         and not node.name.endswith("__")
-        and node is not definition
     ]
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    found = [*private, *(step for node in classes for step in steps(node))]
+    return [node for node in found if node is not definition]
+
+
+def steps(node: ast.ClassDef) -> list[ast.FunctionDef]:
+    """Methods that take nothing but the instance and read an attribute of it that only
+    another method sets, not its constructor: steps of that method, no test can call them on
+    their own (metaphone's `process_c` reads the `self.word` its `parse(input)` sets)."""
+    methods = [m for m in node.body if isinstance(m, ast.FunctionDef)]
+    set_by: dict[str, set[str]] = {}
+    for method in methods:
+        for name in attributes_of_self(method, ast.Store):
+            set_by.setdefault(name, set()).add(method.name)
+    return [
+        method
+        for method in methods
+        if not method.name.startswith("_")
+        and len(method.args.args) == 1
+        and not method.args.vararg
+        and any(
+            "__init__" not in set_by.get(name, {"__init__"}) and set_by[name] - {method.name}
+            for name in attributes_of_self(method, ast.Load)
+        )
+    ]
+
+
+def attributes_of_self(method: ast.FunctionDef, context: type[ast.expr_context]) -> set[str]:
+    return {
+        inner.attr
+        for inner in ast.walk(method)
+        if isinstance(inner, ast.Attribute)
+        and isinstance(inner.ctx, context)
+        and isinstance(inner.value, ast.Name)
+        and inner.value.id == "self"
+    }
 
 
 def readers(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast.FunctionDef]:

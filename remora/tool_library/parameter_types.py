@@ -1,12 +1,16 @@
-"""What a parameter holds, as its use in the function's body and its name say, where it has no
-annotation: a str-only method called on it makes it text, arithmetic a number (`+` and `*` only
-with a literal: `prefix + line` of two names may join text), iterating over it a list; a
-parameter passed on to another function of the module is what it is there. The syntax tree
-only (ast)."""
+"""What a parameter holds, as its docstring, its use in the function's body and its name say,
+where it has no annotation: a type the docstring gives it (`:type word: string`, `word (str):`,
+`word : str`), a str-only method called on it makes it text, arithmetic a number (`+` and `*`
+only with a literal: `prefix + line` of two names may join text), iterating over it a list; a
+parameter passed on to another function of the module, or to another method of its class, is
+what it is there. The syntax tree (ast) and the docstring (docstring_parser)."""
 
 from __future__ import annotations
 
 import ast
+import re
+
+import docstring_parser
 
 STR_METHODS = frozenset(dir(str)) - frozenset(dir(list)) - frozenset(dir(dict))
 LIST_METHODS = frozenset({"append", "extend", "insert", "sort", "pop", "remove"})
@@ -31,6 +35,42 @@ TEXT_ARGUMENTS = frozenset(
 )
 """str methods whose first argument is text too: `template.split(r_del, 1)` makes `r_del` text
 (not `index` and `count`: a list's too)."""
+
+
+DOCUMENTED_TYPES = {
+    name: kind
+    for kind, names in {
+        "str": "str string unicode basestring text",
+        "int": "int integer long",
+        "float": "float",
+        "bool": "bool boolean",
+        "list": "list sequence iterable",
+        "tuple": "tuple",
+        "dict": "dict dictionary mapping",
+        "set": "set",
+        "bytes": "bytes",
+    }.items()
+    for name in names.split()
+}
+"""The kind a docstring's type names (reST, Google and numpydoc docstrings of code written
+before annotations: durations' `:type str_representation: string`)."""
+
+
+def documented(definition: ast.FunctionDef) -> dict[str, str]:
+    """The kind of each parameter whose docstring entry gives one of DOCUMENTED_TYPES as its
+    first word (`string`, `list of int`, `str, optional`; not `str or None`, a choice)."""
+    try:
+        parsed = docstring_parser.parse(ast.get_docstring(definition) or "")
+    except (docstring_parser.ParseError, ValueError):
+        return {}
+    found = {}
+    for entry in parsed.params:
+        words = re.findall(r"[\w.]+", (entry.type_name or "").lower())
+        if words and " or " not in f" {' '.join(words)} ":
+            kind = DOCUMENTED_TYPES.get(words[0].rpartition(".")[2], "")
+            if kind:
+                found[entry.arg_name] = kind
+    return found
 
 
 def named_type(name: str) -> str:
@@ -133,19 +173,37 @@ ITERATING = frozenset({"enumerate", "zip", "sorted", "reversed"})
 as often)."""
 
 
-def callee_usage(definition: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
-    """What a parameter passed on to another function of the module is used as there
-    (`toposort_flatten(data)` calls `toposort(data)`, which calls `data.items()`)."""
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+def callee_usage(
+    definition: ast.FunctionDef, tree: ast.Module | None, owner: ast.ClassDef | None = None
+) -> dict[str, str]:
+    """What a parameter passed on to another function of the module, or to another method of
+    its class `owner` through `self`, is used as or documented as there
+    (`toposort_flatten(data)` calls `toposort(data)`, which calls `data.items()`; durations'
+    `Scale.__init__` passes `str_representation` to `self.get`, whose docstring says string)."""
+    functions = {n.name: n for n in (tree.body if tree else []) if isinstance(n, ast.FunctionDef)}
+    methods = {n.name: n for n in (owner.body if owner else []) if isinstance(n, ast.FunctionDef)}
+    receiver = [a.arg for a in definition.args.args[:1]] if owner else []
     found: dict[str, str] = {}
     for node in ast.walk(definition):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        if not isinstance(node, ast.Call):
             continue
-        callee = functions.get(node.func.id)
+        callee, skipped = None, 0
+        if isinstance(node.func, ast.Name):
+            callee = functions.get(node.func.id)
+        elif (
+            isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and [node.func.value.id] == receiver
+        ):
+            callee = methods.get(node.func.attr)
+            static = callee is not None and any(
+                ast.unparse(d) == "staticmethod" for d in callee.decorator_list
+            )
+            skipped = 0 if static else 1  # its own `self` is not passed
         if callee is None or callee is definition:
             continue
-        names = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]]
-        uses = usage(callee)
+        names = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]][skipped:]
+        uses = usage(callee) | documented(callee)
         for position, argument in enumerate(node.args[: len(names)]):
             if isinstance(argument, ast.Name) and uses.get(names[position]):
                 found.setdefault(argument.id, uses[names[position]])

@@ -20,18 +20,22 @@ from remora.tool_library.class_shapes import (
     collection_contents,
     held_in,
     inherited_init,
+    snake_to_class,
 )
 from remora.tool_library.code_literals import (
     delimited_texts,
-    docstring_strings,
     fits,
     literal_kind,
     literals,
+    quoted_examples,
+    read_words,
     shorter,
+    table_keys,
     words,
 )
 from remora.tool_library.parameter_types import (
     callee_usage,
+    documented,
     keyed_dicts,
     named_type,
     sized_tuples,
@@ -120,9 +124,9 @@ def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
         Parameter(arg.arg, annotation(arg), None if d is None else ast.unparse(d), True)
         for arg, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
     ]
-    if method and found and "staticmethod" not in decorator_names(definition):
+    if method and found and "staticmethod" not in map(ast.unparse, definition.decorator_list):
         found = found[1:]
-    uses = usage(definition)
+    uses = usage(definition) | documented(definition)  # the author's word before a guess
     checked = isinstance_checks(definition)
     for parameter in found:
         named = uses.get(parameter.name, "") or named_type(parameter.name)
@@ -137,10 +141,6 @@ def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
 
 def annotation(arg: ast.arg) -> str:
     return ast.unparse(arg.annotation) if arg.annotation is not None else ""
-
-
-def decorator_names(definition: ast.FunctionDef) -> set[str]:
-    return {ast.unparse(decorator) for decorator in definition.decorator_list}
 
 
 class InstanceFactory:
@@ -167,6 +167,8 @@ class InstanceFactory:
         """Gives a constructor's callable parameters functions (callable_values.refusal)."""
         self.patterns: Mapping[str, Pattern] = {}
         """The module's compiled regular expressions, by name (pattern_values)."""
+        self.bound: Mapping[str, list[str]] = {}
+        """The one-word strings of the module's tables, by name (code_literals.bound_words)."""
         self.building: set[str] = set()
         """The abstract classes whose subclasses are being built (a cycle ends there)."""
 
@@ -194,11 +196,19 @@ class InstanceFactory:
         init = inherited_init(node, self.classes)
         if init is not None and depth <= 1:  # a parameter's class built from its own types too
             parameters = parameters_of(init, method=True)
+            defining = next((c for c in self.classes.values() if init in c.body), node)
+            passed_on = callee_usage(init, None, defining)  # `self.get(text)`: what get takes
             shaped = shapes(init, self.patterns)
             for parameter in parameters:
+                if not parameter.annotation and parameter.default is None:
+                    parameter.used_as = parameter.used_as or passed_on.get(parameter.name, "")
                 kind = outer_type(parameter.annotation) or parameter.used_as
                 near = [v for v in shaped.get(parameter.name, []) if fits(v, kind)]
-                values = [*near[:2], *typed_values(parameter, self, depth + 1)]
+                made = typed_values(parameter, self, depth + 1)
+                # Text the class looks up in its tables is a word of theirs: durations'
+                # `Scale('day')`, where every made-up word raises.
+                known = read_words(node, self.bound)[:1] if kind == "str" else []
+                values = [*near[:2], *made[:1], *known, *made[1:]]
                 values = [v for v in values if not contradicts_elements(v, parameter.annotation)]
                 parameter.pool = [v for v in dict.fromkeys(values) if v != parameter.default][:2]
             refused = self.callables(init, node, parameters)
@@ -214,17 +224,14 @@ class InstanceFactory:
                     second = {p.name: p.pool[1] for p in parameters if p.pool[1:]}
                     typed.append(f"{name}({', '.join(call_arguments(parameters, second))})")
         proposed = [f"{name}({arguments})" for arguments in proposed]
-        bare = [f"{name}()"] if init is None or all_defaulted(init) else []
+        defaulted = init is None or all(p.default for p in parameters_of(init, method=True))
+        bare = [f"{name}()"] if defaulted else []
         typed += [f"{name}({contents})" for contents in collection_contents(node, self.classes)]
         found = list(dict.fromkeys([*written, *typed, *proposed]))
         # A bare `C()` last, unless people wrote it (`parser = Parser()` in the README).
         found = [text for text in found if text in written or not text.endswith("()")]
         found += [text for text in bare if text not in found]
         return found[:4]
-
-
-def all_defaulted(init: ast.FunctionDef) -> bool:
-    return all(p.default is not None for p in parameters_of(init, method=True))
 
 
 def fill_pools(
@@ -242,14 +249,15 @@ def fill_pools(
     boundaries = shapes(definition, factory.patterns)
     module_literals, module_words = values or (literals(tree), words(tree))
     size = max(POOL_SIZE, VARIATIONS // max(1, len(parameters)))
-    quoted = docstring_strings(definition)
-    passed_on = callee_usage(definition, tree)
+    quoted = quoted_examples(definition)
+    passed_on = callee_usage(definition, tree, owner)
     checked = isinstance_checks(definition)
-    keyed = keyed_dicts(definition)
+    keyed, looked_up = keyed_dicts(definition), table_keys(definition, tree)
     for parameter in parameters:
         if not parameter.annotation and parameter.default is None and not parameter.used_as:
             parameter.used_as = passed_on.get(parameter.name, "")
         typed = typed_values(parameter, factory, 0)
+        typed = [*looked_up.get(parameter.name, []), *typed]  # `TABLE[word]`: a key of it
         typed = [v for v in typed if not contradicts_elements(v, parameter.annotation)]
         if outer_type(parameter.annotation) in ("dict", "") and parameter.name in keyed:
             typed = [*keyed[parameter.name], *typed]  # `matches['tz_hour']`: the keys it reads
@@ -265,6 +273,8 @@ def fill_pools(
         if kind == "str":  # the module's words, not its patterns and punctuation: inputs
             others = [value for value in others if value not in module_words]
             others = [*module_words, *others]
+        elif not kind and not parameter.annotation:  # anything: text too (metaphone's `input`)
+            others = module_words
         examples = quoted if kind == "str" else []
         tagged = delimited_texts(module_literals) if kind == "str" else []
         pool = [*examples[:2], *typed[:1], *near, *tagged, *typed[1:]]
@@ -306,12 +316,6 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
     if sized:  # read item by item at positions 0 to n - 1 (parameter_types.usage)
         return sized_tuples(int(sized.group(1)))
     return list(UNTYPED)
-
-
-def snake_to_class(name: str, classes: Mapping[str, ast.ClassDef]) -> str:
-    """The module's class a parameter is named after (`stock`, `order_line`), or ""."""
-    wanted = name.replace("_", "").lower()
-    return next((cls for cls in classes if cls.lower() == wanted), "")
 
 
 def outer_type(text: str) -> str:
