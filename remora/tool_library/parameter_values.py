@@ -206,7 +206,7 @@ class InstanceFactory:
                 near = [v for v in shaped.get(parameter.name, []) if fits(v, kind)]
                 made = typed_values(parameter, self, depth + 1)
                 # Text the class looks up in its tables is a word of theirs: durations'
-                # `Scale('day')`, where every made-up word raises.
+                # `Scale('century')`, where every made-up word raises.
                 known = read_words(node, self.bound)[:1] if kind == "str" else []
                 values = [*near[:2], *made[:1], *known, *made[1:]]
                 values = [v for v in values if not contradicts_elements(v, parameter.annotation)]
@@ -224,7 +224,7 @@ class InstanceFactory:
                     second = {p.name: p.pool[1] for p in parameters if p.pool[1:]}
                     typed.append(f"{name}({', '.join(call_arguments(parameters, second))})")
         proposed = [f"{name}({arguments})" for arguments in proposed]
-        defaulted = init is None or all(p.default for p in parameters_of(init, method=True))
+        defaulted = init is None or all(p.default is not None for p in parameters_of(init, True))
         bare = [f"{name}()"] if defaulted else []
         typed += [f"{name}({contents})" for contents in collection_contents(node, self.classes)]
         found = list(dict.fromkeys([*written, *typed, *proposed]))
