@@ -460,7 +460,8 @@ def test_calls_that_depend_on_the_process_are_not_pinned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A process id and a random token differ between the probe's runs or under the pytest
-    run that checks the file: never pinned. The deterministic raise of the same function is."""
+    run that checks the file: never pinned. The deterministic raise of the same function is;
+    of a token, where nothing else can be, only its kind, the same in every run."""
     project = make_project(
         tmp_path,
         {
@@ -478,14 +479,14 @@ def test_calls_that_depend_on_the_process_are_not_pinned(
     results = analyze(project, "pkg/process.py", capsys, monkeypatch)
 
     not_done(results["pid"])
-    assert "token(): returns what random numbers or the clock give" in not_done(results["token"])
-    for name in ("pid", "token"):
-        assert not (project / "tests" / f"test_process_{name}.py").exists()
+    assert not (project / "tests" / "test_process_pid.py").exists()
+    token = written(results["token"], "tests/test_process_token.py", project)
+    assert token.count("def test_") == 1 and "    assert isinstance(token(), str)\n" in token
     text = written(results["tag"], "tests/test_process_tag.py", project)
     assert "def test_tag" in text
     assert "with pytest.raises(ValueError, match='label must not be empty'):\n" in text
-    assert text.count("def test_") == 1  # only the raise repeats
-    assert "1 passed" in passes_under_pytest(project / "tests", tmp_path)
+    assert text.count("def test_") == 1  # only the raise repeats: no kind beside it
+    assert "2 passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
 # -- the pure parts, on hand-written inputs
@@ -1729,8 +1730,13 @@ def test_a_random_result_is_seen_to_vary_within_one_probe_run(tmp_path: Path) ->
     assert coin["varies"] is True and double["varies"] is False and double["value"] == "6"
     runs = [[coin], [dict(coin, varies=False)]]
     chosen = select_calls([candidate("")], runs, [], "pkg.draws", "coin")
-    assert chosen["chosen"] == []
     assert chosen["dropped"] == ["coin(): returns what random numbers or the clock give"]
+    # Only its kind, which every run saw, is pinned (nothing else of it could be).
+    assert [(c["seen"]["kind_only"], c["seen"]["value"]) for c in chosen["chosen"]] == [
+        (True, None)
+    ]
+    other = [[coin], [dict(coin, type="str")]]
+    assert select_calls([candidate("")], other, [], "pkg.draws", "coin")["chosen"] == []
 
 
 def test_the_model_is_not_asked_when_what_a_call_returns_is_the_obstacle(
@@ -2085,10 +2091,10 @@ def test_a_call_that_reads_the_clock_is_not_pinned_and_a_union_gets_its_standard
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`in_days(3)` is '56 years' for a year: run twice in a row it looked stable, and its test
-    would fail later. A call that read the clock (`datetime.now()`, `time.time()`) is not
-    pinned. `Union[datetime, timedelta, int]` was given only numbers (the members of no plain
-    kind were left out): now also timedeltas, whose result holds, and a tuple holding one is
-    pinned through its repr."""
+    would fail later. What a call that read the clock (`datetime.now()`, `time.time()`)
+    returned is not pinned, only its kind. `Union[datetime, timedelta, int]` was given only
+    numbers (the members of no plain kind were left out): now also timedeltas, whose result
+    holds, and a tuple holding one is pinned through its repr."""
     project = make_project(tmp_path, {"spans": SPANS})
     results = analyze(project, "pkg/spans.py", capsys, monkeypatch)
     text = written(results["span"], "tests/test_spans_span.py", project)
@@ -2096,7 +2102,9 @@ def test_a_call_that_reads_the_clock_is_not_pinned_and_a_union_gets_its_standard
     assert "(datetime.timedelta(days=1), (datetime.timedelta(days=1), True))" in text, text
     assert "(datetime.timedelta(days=-1), (datetime.timedelta(days=-1), False))" in text, text
     assert "datetime.datetime(" not in text and "span(3)" not in text, text
-    assert "the clock" in not_done(results["in_days"])
+    in_days = written(results["in_days"], "tests/test_spans_in_days.py", project)
+    assert in_days.count("def test_") == 1 and "    assert isinstance(in_days(" in in_days
+    assert "years" not in in_days, in_days
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 

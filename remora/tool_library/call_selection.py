@@ -57,6 +57,7 @@ def select_calls(
     """{"chosen": [{"candidate", "seen"}...], "dropped": [reason...], "state": [names], "tried"}
     for `candidates` and the probe's observations of them in each of `runs` (same order)."""
     usable: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    drawn: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
     dropped: list[str] = []
     state: list[str] = []
     for index, candidate in enumerate(candidates):
@@ -65,6 +66,8 @@ def select_calls(
         if any(other.get("varies") for other in seen):
             why = "returns what random numbers or the clock give"
             dropped.append(f"{call_text(candidate, target)}: {why}")
+            if all(kind_only(other) == kind_only(first) for other in seen) and kind_only(first):
+                drawn.append((candidate, {**first, "value": None, "kind_only": True}))
             continue
         if any(stable(other) != stable(first) for other in seen[1:]):
             dropped.append(f"{call_text(candidate, target)}: behaves differently from run to run")
@@ -83,7 +86,9 @@ def select_calls(
             continue
         if assertable(first, module_classes, module_name):
             usable.append((candidate, first))
-    chosen = cover(usable)
+    # Where nothing else can be pinned, what a call that draws at random returns every time:
+    # its kind (petname's `name()`, a word of its list: `return None` is then caught).
+    chosen = cover(usable) or drawn[:1]
     # `assert color.set_hue(3) is None` when every call returned None: a test of nothing.
     returned = [seen for seen in runs[0] if seen.get("outcome") == "returned"] if runs else []
     if chosen and all(unseen(seen) for _, seen in chosen) and all(map(unseen, returned)):
@@ -96,6 +101,18 @@ def select_calls(
         "state": state,
         "tried": len(candidates),
     }
+
+
+DRAWN_KINDS = frozenset({"str", "int", "float", "bytes", "bool", "list", "tuple", "dict", "set"})
+"""Builtin kinds a call's result is pinned by where it varies from call to call."""
+
+
+def kind_only(seen: Mapping[str, Any]) -> str:
+    """The builtin kind of what a call returned that changed nothing else, or ""."""
+    quiet = not (seen.get("state_changed") or seen.get("files_changed") or seen.get("mutated"))
+    returned = seen.get("outcome") == "returned" and not seen.get("generator")
+    kind = str(seen.get("type"))
+    return kind if quiet and returned and kind in DRAWN_KINDS else ""
 
 
 def unseen(seen: Mapping[str, Any]) -> bool:
