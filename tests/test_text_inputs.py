@@ -429,3 +429,19 @@ def test_a_step_only_another_method_can_run_counts_as_code_its_callers_reach() -
     score = tree.body[1]
     assert isinstance(score, ast.FunctionDef)
     assert "step" in [node.name for node in private_definitions(tree, score)]
+
+
+def test_a_parameter_annotated_with_a_builtin_is_not_given_the_class_its_name_matches() -> None:
+    """`check(self, mnemonic: str)` of a class `Mnemonic` is text: given instances, its tests
+    pinned the TypeError they raised. Unannotated, a parameter named after a class is one."""
+    source = (
+        "class Mnemonic:\n"
+        "    def __init__(self, language='english'):\n        self.language = language\n\n"
+        "    def check(self, mnemonic: str) -> bool:\n"
+        "        return mnemonic.startswith(self.language)\n\n"
+        "    def same(self, mnemonic):\n        return mnemonic.language == self.language\n"
+    )
+    checked = [candidate.arguments for candidate in candidate_calls(source, "Mnemonic.check")]
+    assert checked and not any("Mnemonic(" in arguments for arguments in checked), checked
+    same = [candidate.arguments for candidate in candidate_calls(source, "Mnemonic.same")]
+    assert any(arguments.startswith("Mnemonic(") for arguments in same), same

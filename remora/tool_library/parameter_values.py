@@ -205,8 +205,7 @@ class InstanceFactory:
                 kind = outer_type(parameter.annotation) or parameter.used_as
                 near = [v for v in shaped.get(parameter.name, []) if fits(v, kind)]
                 made = typed_values(parameter, self, depth + 1)
-                # Text the class looks up in its tables is a word of theirs: durations'
-                # `Scale('century')`, where every made-up word raises.
+                # A word of the tables the class looks text up in: durations' Scale('century')
                 known = read_words(node, self.bound)[:1] if kind == "str" else []
                 values = [*near[:2], *made[:1], *known, *made[1:]]
                 values = [v for v in values if not contradicts_elements(v, parameter.annotation)]
@@ -289,7 +288,8 @@ def fill_pools(
 def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> list[str]:
     kind = outer_type(parameter.annotation)
     annotated_class = re.findall(r"[A-Za-z_]\w*", parameter.annotation or parameter.used_as)
-    for name in [*annotated_class, snake_to_class(parameter.name, factory.classes)]:
+    named = snake_to_class(parameter.name, factory.classes) if kind not in TYPE_VALUES else ""
+    for name in [*annotated_class, named]:  # not `mnemonic: str` for a class `Mnemonic`
         if name in factory.classes:  # `Flag`, or a collection of them: `Iterable[Flag]`
             return held_in(parameter.annotation, name, factory.instances(name, depth))
     standard = standard_type(parameter.annotation or parameter.used_as, factory.imports)
