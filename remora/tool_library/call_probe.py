@@ -545,11 +545,7 @@ def constructed(value, module):
     # *`): a test imports them from the module under test, by the name it has there.
     package = module.__name__.partition(".")[0] + "."
     own = {name: item for name, item in vars(module).items() if inspect.isclass(item)}
-    own = {
-        name: item
-        for name, item in own.items()
-        if item.__module__ == module.__name__ or (item.__module__ + ".").startswith(package)
-    }
+    own = {name: item for name, item in own.items() if (item.__module__ + ".").startswith(package)}
     owned = own.get(kind.__name__) is kind
     if isinstance(value, enum.Enum):
         if not owned or getattr(kind, value.name, None) is not value:

@@ -66,7 +66,8 @@ def select_calls(
         if any(other.get("varies") for other in seen):
             why = "returns what random numbers or the clock give"
             dropped.append(f"{call_text(candidate, target)}: {why}")
-            if all(kind_only(other) == kind_only(first) for other in seen) and kind_only(first):
+            kind = kind_only(first)
+            if kind and all(kind_only(other) == kind for other in seen):
                 drawn.append((candidate, {**first, "value": None, "kind_only": True}))
             continue
         if any(stable(other) != stable(first) for other in seen[1:]):

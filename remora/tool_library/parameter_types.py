@@ -15,16 +15,21 @@ import docstring_parser
 STR_METHODS = frozenset(dir(str)) - frozenset(dir(list)) - frozenset(dir(dict))
 LIST_METHODS = frozenset({"append", "extend", "insert", "sort", "pop", "remove"})
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update"})
-NAMED_TYPES = {
-    name: kind
-    for kind, names in {
+
+
+def by_name(names_of: dict[str, str]) -> dict[str, str]:
+    """Each name's kind, from each kind's names (space-separated)."""
+    return {name: kind for kind, names in names_of.items() for name in names.split()}
+
+
+NAMED_TYPES = by_name(
+    {
         "str": "name text path sku key label title word prefix suffix separator sep line s",
         "int": "count n size number index width quantity amount limit i k",
         "float": "price rate ratio factor",
         "list": "items values elements sequence seq array rows",
-    }.items()
-    for name in names.split()
-}
+    }
+)
 """What an unannotated parameter's name says it holds, where its use says nothing."""
 FLAG_PREFIXES = ("is_", "has_", "should_")
 """A name that asks a yes-or-no question holds a bool (chevron's `is_standalone` was given
@@ -37,9 +42,8 @@ TEXT_ARGUMENTS = frozenset(
 (not `index` and `count`: a list's too)."""
 
 
-DOCUMENTED_TYPES = {
-    name: kind
-    for kind, names in {
+DOCUMENTED_TYPES = by_name(
+    {
         "str": "str string unicode basestring text",
         "int": "int integer long",
         "float": "float",
@@ -49,9 +53,8 @@ DOCUMENTED_TYPES = {
         "dict": "dict dictionary mapping",
         "set": "set",
         "bytes": "bytes",
-    }.items()
-    for name in names.split()
-}
+    }
+)
 """The kind a docstring's type names (reST, Google and numpydoc docstrings of code written
 before annotations: durations' `:type str_representation: string`)."""
 
@@ -196,8 +199,8 @@ def callee_usage(
             and [node.func.value.id] == receiver
         ):
             callee = methods.get(node.func.attr)
-            static = callee is not None and any(
-                ast.unparse(d) == "staticmethod" for d in callee.decorator_list
+            static = callee is not None and "staticmethod" in map(
+                ast.unparse, callee.decorator_list
             )
             skipped = 0 if static else 1  # its own `self` is not passed
         if callee is None or callee is definition:

@@ -199,14 +199,14 @@ class InstanceFactory:
             defining = next((c for c in self.classes.values() if init in c.body), node)
             passed_on = callee_usage(init, None, defining)  # `self.get(text)`: what get takes
             shaped = shapes(init, self.patterns)
+            table_word = read_words(node, self.bound)[:1]  # of its tables: Scale('century')
             for parameter in parameters:
-                if not parameter.annotation and parameter.default is None:
-                    parameter.used_as = parameter.used_as or passed_on.get(parameter.name, "")
+                if not parameter.annotation and parameter.default is None and not parameter.used_as:
+                    parameter.used_as = passed_on.get(parameter.name, "")
                 kind = outer_type(parameter.annotation) or parameter.used_as
                 near = [v for v in shaped.get(parameter.name, []) if fits(v, kind)]
                 made = typed_values(parameter, self, depth + 1)
-                # A word of the tables the class looks text up in: durations' Scale('century')
-                known = read_words(node, self.bound)[:1] if kind == "str" else []
+                known = table_word if kind == "str" else []
                 values = [*near[:2], *made[:1], *known, *made[1:]]
                 values = [v for v in values if not contradicts_elements(v, parameter.annotation)]
                 parameter.pool = [v for v in dict.fromkeys(values) if v != parameter.default][:2]
