@@ -22,7 +22,7 @@ import pytest
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRunner
-from remora.tool_library.callable_values import callable_arities
+from remora.tool_library.callable_values import callable_arities, function_readers
 from remora.tool_library.case_checks import constructed_value
 from remora.tool_library.parameter_values import parameters_of
 
@@ -1181,6 +1181,49 @@ def test_how_many_arguments_a_callable_parameter_is_called_with() -> None:
     assert callable_arities(retry, None, parameters_of(retry, False)) == {"func": None}
     assert callable_arities(pick, None, parameters_of(pick, False)) == {"key": 2}
     assert callable_arities(init, timer, parameters_of(init, True)) == {"clock": 0}
+
+
+def test_a_parameter_read_as_a_function_is_callable_one_read_as_a_class_is_not() -> None:
+    """decorator's `decorate(func, caller)` reads `func.__name__` and passes it to its own
+    `inspect_sig`; it got strings, never a function, and nothing of it was pinned."""
+    source = (
+        "import inspect\n\n"
+        "try:\n"
+        "    from annotationlib import Format\n"
+        "    def sig(func):\n"
+        "        return inspect.signature(func, annotation_format=Format.FORWARDREF)\n"
+        "except ImportError:\n"
+        "    sig = inspect.signature\n\n"
+        "def describe(func, label):\n"
+        "    return label + func.__name__\n\n"
+        "def arity(fn, extra):\n"
+        "    return len(sig(fn).parameters) + extra\n\n"
+        "def named(cls, value):\n"
+        "    return cls.__name__ if issubclass(cls, Exception) else value\n\n"
+        "def klass_name(klass):\n"
+        "    return klass.__qualname__\n\n"
+        "def tagged(value, kind):\n"
+        "    return isinstance(value, kind) and kind.__name__ + value.__name__\n"
+    )
+    tree = ast.parse(source)
+    readers = function_readers(tree)
+    assert "sig" in readers and "signature" in readers
+    found = {}
+    for node in tree.body[2:]:
+        assert isinstance(node, ast.FunctionDef)
+        parameters = parameters_of(node, False)
+        found[node.name] = callable_arities(node, None, parameters, None, readers)
+    assert found == {
+        "describe": {"func": None},
+        "arity": {"fn": None},
+        "named": {},  # issubclass: a class
+        "klass_name": {},  # named as a class
+        "tagged": {"value": None},  # `kind` is the class an isinstance checks against
+    }
+    arity = tree.body[3]
+    assert isinstance(arity, ast.FunctionDef)
+    # Without the module's own reader, `sig(fn)` says nothing.
+    assert callable_arities(arity, None, parameters_of(arity, False)) == {}
 
 
 def test_a_function_defined_in_a_block_is_not_possible_not_a_failure(

@@ -4,13 +4,14 @@ number where a later method calls a function passes only while nothing calls it:
 pins nothing a reviewer keeps, so such calls are refused (`degenerate`).
 
 A parameter is callable when the function calls it (`key(item)`), when a constructor stores it
-(`self.key = key`) and a method of the class calls that attribute (`self.key(item)`), or when
-its annotation says so (`Callable[[int], str]`, `callable`)."""
+(`self.key = key`) and a method of the class calls that attribute (`self.key(item)`), when
+its annotation says so (`Callable[[int], str]`, `callable`), or when the code reads it as a
+function (`func.__name__`, `inspect.signature(func)`)."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from remora.tool_library.class_shapes import base_names
 from remora.tool_library.parameter_values import Parameter, Refusal
@@ -21,6 +22,19 @@ MAX_FUNCTIONS = 3
 BUILTIN_KINDS = frozenset(
     {"str", "bytes", "int", "float", "complex", "bool", "list", "tuple", "dict", "set", "None"}
 )
+FUNCTION_ATTRIBUTES = frozenset(
+    {"__name__", "__qualname__", "__code__", "__wrapped__", "__defaults__", "__kwdefaults__"}
+)
+"""What only a function (or a class, which a function-taking parameter also accepts) has."""
+FUNCTION_READERS = frozenset(
+    {"signature", "getfullargspec", "getargspec", "isroutine", "isfunction", "ismethod",
+     "iscoroutinefunction", "isgeneratorfunction", "isasyncgenfunction", "update_wrapper",
+     "wraps", "unwrap", "getsource", "getsourcelines"}
+)  # fmt: skip
+"""Calls (by their last name: `inspect.signature`) whose first argument is a function."""
+CLASS_READERS = frozenset({"isinstance", "issubclass", "isclass"})
+"""Calls that read a parameter as a class (`issubclass(cls, Base)`, `isinstance(x, kind)`)."""
+CLASS_NAMED = ("cls", "klass", "class", "type")
 
 
 def callable_arities(
@@ -28,10 +42,12 @@ def callable_arities(
     owner: ast.ClassDef | None,
     parameters: Sequence[Parameter],
     aliases: Mapping[str, str] | None = None,
+    readers: Collection[str] = FUNCTION_READERS,
 ) -> dict[str, int | None]:
     """The callable parameters, by name, with how many arguments they are called with (None:
     not known, an annotation without its argument list). `aliases`: what the module's type
-    aliases and TypeVars stand for (`F` bound to `Callable[..., Any]`: type_aliases)."""
+    aliases and TypeVars stand for (`F` bound to `Callable[..., Any]`: type_aliases);
+    `readers`: the calls whose first argument is a function (function_readers)."""
     names = {parameter.name for parameter in parameters}
     found: dict[str, int | None] = {}
     for parameter in parameters:
@@ -39,6 +55,7 @@ def callable_arities(
         if "Callable" in text or text == "callable":
             arguments = _annotated_arguments(text)
             found[parameter.name] = None if arguments is None else len(arguments)
+    found |= dict.fromkeys(read_as_function(definition, names, readers), None)
     for node in ast.walk(definition):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
             found[node.func.id] = _arity(node)
@@ -63,6 +80,48 @@ def callable_arities(
             ):
                 found[stored[node.func.attr]] = _arity(node)
     return found
+
+
+def read_as_function(
+    definition: ast.FunctionDef, names: Collection[str], readers: Collection[str]
+) -> set[str]:
+    """The parameters the body reads as functions: a function's own attribute read or set
+    (`func.__name__`), passed first to a call that takes a function (`getfullargspec(func)`);
+    not one it also reads as a class (`issubclass(func, Base)`): decorator's `decorate(func,
+    caller)` got strings for `func`, and `FunctionMaker(func)` was never built."""
+    found: set[str] = set()
+    classes: set[str] = set()
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in names and node.attr in FUNCTION_ATTRIBUTES:
+                found.add(node.value.id)  # not `cls.__name__` (CLASS_NAMED)
+        elif isinstance(node, ast.Call) and node.args:
+            called = ast.unparse(node.func).rpartition(".")[2]
+            # `isinstance(value, kind)`: `kind` is a class; `value` may be a function still.
+            read = node.args[1] if called == "isinstance" and len(node.args) > 1 else node.args[0]
+            if not (isinstance(read, ast.Name) and read.id in names):
+                continue
+            if called in CLASS_READERS:
+                classes.add(read.id)
+            elif called in readers and read is node.args[0]:
+                found.add(read.id)
+    return {name for name in found - classes if not name.startswith(CLASS_NAMED)}
+
+
+def function_readers(tree: ast.Module) -> frozenset[str]:
+    """FUNCTION_READERS and the module's own names for them: an alias (`sig =
+    inspect.signature`) or a function that passes its first parameter to one (decorator's
+    `def inspect_sig(func): return inspect.signature(func, ...)`), at any depth (a `try`)."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute | ast.Name):
+            if ast.unparse(node.value).rpartition(".")[2] in FUNCTION_READERS:
+                own.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.FunctionDef) and node.args.args:
+            first = node.args.args[0].arg
+            if first in read_as_function(node, {first}, FUNCTION_READERS):
+                own.add(node.name)
+    return FUNCTION_READERS | own
 
 
 def type_aliases(tree: ast.Module) -> dict[str, str]:
@@ -238,7 +297,8 @@ def refusal(
 ) -> Refusal:
     """Gives the definition's callable parameters the module's functions (not `exclude`, the
     target itself); what says a call's arguments are degenerate, or None without callables."""
-    arities = callable_arities(definition, owner, parameters, type_aliases(tree))
+    readers = function_readers(tree)
+    arities = callable_arities(definition, owner, parameters, type_aliases(tree), readers)
     if not arities:
         return None
     give_functions(parameters, arities, tree, exclude)
