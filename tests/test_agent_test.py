@@ -85,6 +85,7 @@ def analyze(
     capsys: pytest.CaptureFixture[str],
     *flags: str,
     asked: list[str] | None = None,
+    cache: bool = False,
 ) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     completion = completions(calls, asked)
     with ScriptedModelServer(rule=calls_write_tests, completion=completion) as server:
@@ -96,7 +97,7 @@ def analyze(
                 "test",
                 "--format",
                 "json",
-                "--no-cache",
+                *([] if cache else ["--no-cache"]),
                 "--base-url",
                 server.base_url,
                 *flags,
@@ -1015,6 +1016,33 @@ def test_test_code_in_the_package_is_skipped_not_tested(
     assert (job["status"], job["outcome"]) == ("success", "skipped"), job
     assert job["summary"].startswith("it is test code (inventory/tests.py)"), job["summary"]
     assert not list((demo / "tests").glob("test_tests_*.py"))
+
+
+def test_a_stored_tests_exist_is_not_reused_once_that_test_module_is_gone(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test agent's answer reads the project's test modules (its `reads:`): a stored
+    "tests exist: test_inventory.py" was answered from the cache after the user deleted that
+    file, and the function got no test. Unchanged, the second run is answered from the cache;
+    a test module added elsewhere, or the one it named deleted, asks again."""
+    test_module = demo / "test_inventory.py"
+    test_module.write_text(
+        "from inventory.pricing import apply_discount\n\n\n"
+        "def test_discount():\n    assert apply_discount(10.0, 0.5) == 5.0\n"
+    )
+
+    def discount() -> tuple[str, str, bool]:
+        report = analyze("inventory/pricing.py", {}, capsys, cache=True)[1]
+        job = by_function(report)["apply_discount"]
+        return job["outcome"], job["summary"], job["cached"]
+
+    assert discount() == ("tested", "tests exist: test_inventory.py", False)
+    assert discount() == ("tested", "tests exist: test_inventory.py", True)
+    (demo / "test_other.py").write_text("def test_nothing():\n    pass\n")
+    assert discount() == ("tested", "tests exist: test_inventory.py", False)
+    test_module.unlink()
+    outcome, summary, cached = discount()
+    assert (outcome, cached) != ("tested", True) and "tests exist" not in summary, summary
 
 
 def test_tests_at_the_projects_top_count_as_existing_tests(

@@ -123,6 +123,22 @@ def test_a_bad_writes_entry_is_refused_with_file_and_line(
     assert f"{agent}:7: writes: " in str(error.value) and message in str(error.value)
 
 
+@pytest.mark.parametrize("pattern", ["/tests/**", "../other/test_*.py", "tests/../../x.py"])
+def test_a_reads_pattern_that_leaves_the_project_is_refused_with_file_and_line(
+    tmp_path: Path, pattern: str
+) -> None:
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(
+        "name: bad\ndescription: d\nsystem_prompt: s\nnode_context: c\ndone_when: [x]\n"
+        "submit_result: {}\n"
+        f"reads:\n  - {json.dumps(pattern)}\n"
+    )
+    with pytest.raises(UserInputError) as error:
+        load_definition(agent)
+    assert f"{agent}:7: reads: " in str(error.value), error.value
+    assert "must stay inside the project folder" in str(error.value)
+
+
 WRITES_ELSEWHERE = """\
 # /// remora-tool
 # description = "Edit the node, then write files the agent may not write, and run them."

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import jinja2
 import jsonschema
+from pathspec import GitIgnoreSpec
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from remora.agents.adapters import CARD as ADAPTER_CARD
@@ -109,6 +110,11 @@ class AgentDefinition(Strict):
     lines), `node_file` (anywhere in the node's file), or a project path with placeholders
     `{project}`, `{folder}`, `{module}`, `{name}` and `{options.KEY}`. A change anywhere else is
     refused; an agent without `writes` changes no file."""
+    reads: list[str] = Field(default_factory=list, max_length=16)
+    """Python files of the node's project (`{project}`) besides the node that its tools'
+    answers depend on, as gitignore-style patterns from that folder (the test agent: the
+    project's test modules, which say whether a function is tested). A stored result is
+    reused only while every file they match is as it was (cache/read_files.py)."""
     examples: list[Example] = Field(default_factory=list, max_length=2)
     """Worked examples the model sees before every job of this agent, the same bytes each time
     (a prefix the engine and vLLM's prefix cache evaluate once)."""
@@ -127,6 +133,15 @@ class AgentDefinition(Strict):
         for scope in writes:
             check_scope(scope)
         return writes
+
+    @field_validator("reads")
+    @classmethod
+    def _reads_parse(cls, reads: list[str]) -> list[str]:
+        for pattern in reads:
+            if pattern.startswith("/") or ".." in pattern.split("/"):
+                raise ValueError(f"reads: {pattern!r} must stay inside the project folder")
+            GitIgnoreSpec.from_lines([pattern])  # raises on a pattern it cannot read
+        return reads
 
     @field_validator("node_context")
     @classmethod

@@ -2,7 +2,8 @@
 
 The key covers everything that can change the answer: the node (text, type, qualified name,
 file), the files the job may write besides the node's (its `writes:` that name one file: the
-test agent's test file), the agent (definition file, tool scripts, options, limits, turn
+test agent's test file), the files its agent's `reads:` names (read_files.py: the project's test
+modules, for the test agent), the agent (definition file, tool scripts, options, limits, turn
 limit), the model and its sampling settings, Remora's version, and what the tools' programs
 read besides the node: the versions of the allowed programs (`sandbox.commands.allowed` and
 `python_modules`, asked once per run) and the content of their configuration files
@@ -50,6 +51,7 @@ from remora.agents.write_scope import in_scope, text_on_disk, write_scope
 from remora.cache.entries import CachedChange, CachedResult, finished, trusted
 from remora.cache.folder import GITIGNORE, RESULTS
 from remora.cache.program_versions import program_versions
+from remora.cache.read_files import ReadFiles, file_digest
 from remora.cache.rebase import node_text_after, rebased
 from remora.cache.writer import EntryWriter, write_entry
 from remora.config.settings import RemoraSettings
@@ -122,6 +124,8 @@ class ResultCache:
         self._folders: dict[tuple[str, str], list[list[str]]] = {}
         """Per (folder, root): [file, content hash] of the configuration files in the folder
         and above it; read once per run, so that a job's lookup and its store agree."""
+        self._reads = ReadFiles()
+        """The files the agents' `reads:` name, read once per run (read_files.py)."""
         self._warn = warn
         self._broken = False
         self.hits = 0
@@ -158,6 +162,7 @@ class ResultCache:
             self.programs(),
             self._configuration(root, node.file),
             self._writable(agent, node, root),
+            self._reads.of(agent.definition.reads, node, root),
         ]
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
@@ -168,7 +173,7 @@ class ResultCache:
         top = os.path.abspath(root)
         scope = write_scope(agent.definition.writes, node, agent.options, root)
         return [
-            [path, _config_digest(os.path.join(top, path), top)]
+            [path, file_digest(os.path.join(top, path), top)]
             for path in scope.exact
             if path != node.file
         ]
@@ -328,7 +333,7 @@ class ResultCache:
         found = [
             [_shown(os.path.join(folder, name), top), digest]
             for name in self._commands.config_files
-            if (digest := _config_digest(os.path.join(folder, name), top)) is not None
+            if (digest := file_digest(os.path.join(folder, name), top)) is not None
         ]
         parent = os.path.dirname(folder)
         if folder != top and parent != folder:
@@ -353,29 +358,6 @@ def _read_entry(path: Path, limit: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
-
-
-def _config_digest(path: str, top: str) -> str | None:
-    """The content hash of a configuration file, None when there is none; a path that exists
-    but cannot be read counts as what it is, so that fixing it changes the key. A link from
-    inside the project to a file outside it is not read (the sandboxed programs cannot read it
-    either)."""
-    inside = os.path.realpath(path).startswith(os.path.join(os.path.realpath(top), ""))
-    if path.startswith(os.path.join(top, "")) and not inside and os.path.lexists(path):
-        return "a link outside the project: not read"
-    try:
-        info = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        return f"not readable: {exc.strerror}"
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file"  # a folder, a FIFO: never opened (a FIFO would block)
-    try:
-        with open(path, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()
-    except OSError as exc:
-        return f"not readable: {exc.strerror}"
 
 
 def _shown(path: str, top: str) -> str:
