@@ -14,7 +14,7 @@ from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.code_literals import case_variants
 from remora.tool_library.method_roles import private_definitions, steps
 from remora.tool_library.module_paths import own_imports
-from remora.tool_library.parameter_types import documented
+from remora.tool_library.parameter_types import documented, named_type
 from tests.test_call_exploration import analyze, make_project, passes_under_pytest, written
 
 RULES = """IRREGULAR = [("child", "children"), ("goose", "geese")]
@@ -445,3 +445,67 @@ def test_a_parameter_annotated_with_a_builtin_is_not_given_the_class_its_name_ma
     assert checked and not any("Mnemonic(" in arguments for arguments in checked), checked
     same = [candidate.arguments for candidate in candidate_calls(source, "Mnemonic.same")]
     assert any(arguments.startswith("Mnemonic(") for arguments in same), same
+
+
+def test_a_parameter_is_given_what_the_last_word_of_its_name_says() -> None:
+    """retrying's `Attempt(value, attempt_number, has_exception)` was built with
+    `attempt_number='abc'` and its repr pinned as `'Attempts: abc, ...'`; `fixed_sleep(self,
+    previous_attempt_number, delay_since_first_attempt_ms)` with a delay of `'abc'`. A name's
+    last word says what it holds where nothing else does; a one-letter word says nothing."""
+    assert named_type("attempt_number") == "int"
+    assert named_type("delay_since_first_attempt_ms") == "int"
+    assert named_type("retry_timeout") == "float"
+    assert named_type("file_name") == "str"
+    assert named_type("is_count") == "bool"  # a flag's prefix first
+    assert named_type("total_s") == "" and named_type("numbers") == ""
+    source = (
+        "class Attempt:\n"
+        "    def __init__(self, value, attempt_number):\n"
+        "        self.value = value\n        self.attempt_number = attempt_number\n\n"
+        "    def __repr__(self):\n"
+        "        return 'Attempts: {0}, Value: {1}'.format(self.attempt_number, self.value)\n\n"
+        "def fixed_sleep(previous_attempt_number, delay_since_first_attempt_ms):\n"
+        "    return 1000\n"
+    )
+    calls = [candidate.arguments for candidate in candidate_calls(source, "fixed_sleep")]
+    assert calls and all("'" not in arguments for arguments in calls), calls
+    built = {candidate.instance for candidate in candidate_calls(source, "Attempt.__repr__")}
+    assert built and all(", '" not in str(instance) for instance in built), built
+
+
+HOOKS = """class Retrying:
+    def __init__(self, stop_func=None):
+        self._stop_func = stop_func
+
+    def fixed_sleep(self, previous_attempt_number, delay_ms):
+        return 1000
+
+    def should_stop(self, attempt_number, delay_ms):
+        if self._stop_func is not None:
+            return self._stop_func(attempt_number, delay_ms)
+        return attempt_number > 3
+
+
+def never(attempt_number, delay_ms):
+    return False
+"""
+
+
+def test_a_call_that_sees_the_same_on_the_bare_instance_is_kept_on_that_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """retrying's `fixed_sleep(3, 10) == 1000` was kept on a `Retrying` given a function for
+    every hook, which the method never reads: noise a reviewer deletes. Where the bare
+    instance saw the same, the test builds that one; where the hook changes what the method
+    returns, the instance that has it stays."""
+    project = make_project(tmp_path, {"retry": HOOKS})
+    results = analyze(project, "pkg/retry.py", capsys, monkeypatch)
+    sleep = written(
+        results["Retrying.fixed_sleep"], "tests/test_retry_Retrying_fixed_sleep.py", project
+    )
+    assert "retrying = Retrying()\n" in sleep and "stop_func" not in sleep, sleep
+    stop = written(
+        results["Retrying.should_stop"], "tests/test_retry_Retrying_should_stop.py", project
+    )
+    assert "Retrying(stop_func=never)" in stop and "Retrying()" in stop, stop
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

@@ -25,8 +25,8 @@ def by_name(names_of: dict[str, str]) -> dict[str, str]:
 NAMED_TYPES = by_name(
     {
         "str": "name text path sku key label title word prefix suffix separator sep line s",
-        "int": "count n size number index width quantity amount limit i k",
-        "float": "price rate ratio factor",
+        "int": "count n size number index width quantity amount limit i k ms millis",
+        "float": "price rate ratio factor seconds secs timeout delay interval",
         "list": "items values elements sequence seq array rows",
     }
 )
@@ -77,8 +77,12 @@ def documented(definition: ast.FunctionDef) -> dict[str, str]:
 
 
 def named_type(name: str) -> str:
-    """The kind an unannotated parameter's name says it holds, or ""."""
-    return NAMED_TYPES.get(name) or ("bool" if name.startswith(FLAG_PREFIXES) else "")
+    """The kind an unannotated parameter's name says it holds, or "": the name, a flag's
+    prefix, or the name's last word of two letters or more (retrying's `attempt_number` and
+    `delay_since_first_attempt_ms` were given `'abc'`; `total_s` says nothing)."""
+    last = name.rsplit("_", 1)[-1]
+    flag = "bool" if name.startswith(FLAG_PREFIXES) else ""
+    return NAMED_TYPES.get(name) or flag or (NAMED_TYPES.get(last, "") if len(last) > 1 else "")
 
 
 def usage(definition: ast.FunctionDef) -> dict[str, str]:
