@@ -11,6 +11,7 @@ function (`func.__name__`, `inspect.signature(func)`)."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Collection, Mapping, Sequence
 
 from remora.tool_library.class_shapes import base_names
@@ -108,6 +109,7 @@ def read_as_function(
     return {name for name in found - classes if not name.startswith(CLASS_NAMED)}
 
 
+@functools.lru_cache(maxsize=8)  # by the tree's identity: once per module, not per definition
 def function_readers(tree: ast.Module) -> frozenset[str]:
     """FUNCTION_READERS and the module's own names for them: an alias (`sig =
     inspect.signature`) or a function that passes its first parameter to one (decorator's
