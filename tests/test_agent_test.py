@@ -1215,7 +1215,7 @@ def test_a_parameter_read_as_a_function_is_callable_one_read_as_a_class_is_not()
     """decorator's `decorate(func, caller)` reads `func.__name__` and passes it to its own
     `inspect_sig`; it got strings, never a function, and nothing of it was pinned."""
     source = (
-        "import inspect\n\n"
+        "import inspect\nfrom typing import Callable\n\n"
         "try:\n"
         "    from annotationlib import Format\n"
         "    def sig(func):\n"
@@ -1231,13 +1231,15 @@ def test_a_parameter_read_as_a_function_is_callable_one_read_as_a_class_is_not()
         "def klass_name(klass):\n"
         "    return klass.__qualname__\n\n"
         "def tagged(value, kind):\n"
-        "    return isinstance(value, kind) and kind.__name__ + value.__name__\n"
+        "    return isinstance(value, kind) and kind.__name__ + value.__name__\n\n"
+        "def labelled(func: Callable[[int], str]):\n"
+        "    return func.__qualname__\n"
     )
     tree = ast.parse(source)
     readers = function_readers(tree)
     assert "sig" in readers and "signature" in readers
     found = {}
-    for node in tree.body[2:]:
+    for node in tree.body[3:]:
         assert isinstance(node, ast.FunctionDef)
         parameters = parameters_of(node, False)
         found[node.name] = callable_arities(node, None, parameters, None, readers)
@@ -1247,8 +1249,9 @@ def test_a_parameter_read_as_a_function_is_callable_one_read_as_a_class_is_not()
         "named": {},  # issubclass: a class
         "klass_name": {},  # named as a class
         "tagged": {"value": None},  # `kind` is the class an isinstance checks against
+        "labelled": {"func": 1},  # the annotation's arity, not "not known"
     }
-    arity = tree.body[3]
+    arity = tree.body[4]
     assert isinstance(arity, ast.FunctionDef)
     # Without the module's own reader, `sig(fn)` says nothing.
     assert callable_arities(arity, None, parameters_of(arity, False)) == {}

@@ -56,7 +56,8 @@ def callable_arities(
         if "Callable" in text or text == "callable":
             arguments = _annotated_arguments(text)
             found[parameter.name] = None if arguments is None else len(arguments)
-    found |= dict.fromkeys(read_as_function(definition, names, readers), None)
+    # Read as a function, its arity is not known: an annotation's says more.
+    found = dict.fromkeys(read_as_function(definition, names, readers), None) | found
     for node in ast.walk(definition):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
             found[node.func.id] = _arity(node)
