@@ -33,8 +33,8 @@ def file_digest(path: str, top: str) -> str | None:
     if not stat.S_ISREG(info.st_mode):
         return "not a regular file"  # a folder, a FIFO: never opened (a FIFO would block)
     try:
-        with open(path, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()
+        with open(path, "rb") as handle:  # in chunks: a repository's file may be huge
+            return hashlib.file_digest(handle, "sha256").hexdigest()
     except OSError as exc:
         return f"not readable: {exc.strerror}"
 
