@@ -190,8 +190,8 @@ def library_of(name: str, root: Path, module: str, module_file: str) -> Library:
 #   and / or     swapped
 # The node's source text is replaced by the mutated node (ast.unparse, in parentheses for an
 # expression): the rest of the file keeps its bytes. A mutant that does not compile, or whose
-# tree equals the original's, is dropped. Then a seeded sample of --mutants per module, the
-# same for both tools.
+# tree equals the original's, is dropped. None goes in a unittest case the module ships
+# (shipped_test_cases). Then a seeded sample of --mutants per module, the same for both tools.
 
 COMPARE_SWAP: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
@@ -322,7 +322,10 @@ def make_mutants(library: Library) -> list[Mutant]:
         starts.append(starts[-1] + len(line))
     original = ast.dump(ast.parse(library.source))
     found: list[Mutant] = []
+    shipped = shipped_test_cases(library.source)
     for function, definition in library.definitions:
+        if function.split(".")[0] in shipped:
+            continue
         for statement, node in _body_nodes(definition):
             if not hasattr(node, "end_lineno") or node.end_lineno is None:
                 continue
@@ -345,6 +348,20 @@ def make_mutants(library: Library) -> list[Mutant]:
                 if ast.dump(tree) != original:
                     found.append(mutant)
     return found
+
+
+def shipped_test_cases(source: str) -> set[str]:
+    """The unittest cases a module ships in itself (rfc3339's `LocalTimeTestCase`): no mutant
+    goes in them, as the test files a package ships are left out (_library_pool): a mutant
+    there breaks the library's own test, not its code, and was "killed" by calling that test
+    (Pynguin's `LocalTimeTestCase().test_1920()`), where the test agent writes tests for the
+    code they test."""
+    return {
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).endswith("TestCase") for base in node.bases)
+    }
 
 
 def _short(text: str, limit: int = 70) -> str:

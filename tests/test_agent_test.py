@@ -911,6 +911,7 @@ def test_an_instance_is_called_text_is_joined_and_trees_are_nested(
 
 
 PROTOCOL_MODULE = """\
+import unittest
 from typing import Protocol
 
 
@@ -924,14 +925,19 @@ class Box:
 
     def size(self) -> int:
         return len(self.items)
+
+
+class BoxTestCase(unittest.TestCase):
+    def test_size(self):
+        self.assertEqual(Box([1]).size(), 1)
 """
 
 
-def test_a_protocols_methods_are_types_not_code_to_test(
+def test_a_protocols_methods_are_types_and_a_test_cases_are_tests_not_code_to_test(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A method of a typing.Protocol class is skipped with the reason and no TST100 finding;
-    the class that implements it is tested."""
+    """A method of a typing.Protocol class, or of a unittest.TestCase the module ships, is
+    skipped with the reason and no TST100 finding; the class that implements it is tested."""
     (demo / "inventory" / "shapes.py").write_text(PROTOCOL_MODULE)
     _, report, _ = analyze("inventory/shapes.py", {}, capsys)
     results = by_function(report)
@@ -940,6 +946,13 @@ def test_a_protocols_methods_are_types_not_code_to_test(
     assert "method of a Protocol" in stub["summary"]
     assert not stub["findings"]
     assert results["Box.size"]["outcome"] == "written", results["Box.size"]["summary"]
+    # A test case the module ships is a test already: not tested (it was "not possible").
+    shipped = results["BoxTestCase.test_size"]
+    assert (shipped["status"], shipped["outcome"]) == ("success", "skipped"), shipped
+    assert (
+        "test code, a method of the test case `BoxTestCase` (unittest.TestCase)"
+        in shipped["summary"]
+    )
 
 
 CALLABLES_MODULE = """\

@@ -84,9 +84,56 @@ def test_the_modules_a_file_imports_from_its_own_package() -> None:
     assert own_imports("src/pkg/plurals.py", "from .rules import (", files.__contains__) == []
 
 
+CASED = '''from .rules import IRREGULAR
+
+IRREGULARS = dict(IRREGULAR)
+
+
+def _restore_case(word, token):
+    if word == word.lower():
+        return token
+    if word == word.upper():
+        return token.upper()
+    if word[0] == word[0].upper():
+        return token.capitalize()
+    return token + "!"
+
+
+def plural(word: str) -> str:
+    """The plural of a word.
+
+    >>> plural("book")
+    'books'
+    """
+    token = word.lower()
+    if token in IRREGULARS:
+        return _restore_case(word, IRREGULARS[token])
+    return word + "s"
+'''
+
+
+def test_a_word_that_went_further_is_tried_in_each_case(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only an irregular word reaches the code that keeps its case, and no call people wrote
+    gives one: the table's word that went further than the base call is tried capitalised, in
+    capitals and in mixed case, each a branch of its own."""
+    project = make_project(tmp_path, {"rules": RULES, "plurals": CASED})
+    results = analyze(project, "pkg/plurals.py", capsys, monkeypatch)
+    text = written(results["plural"], "tests/test_plurals_plural.py", project)
+    assert "('child', 'children')" in text or "('goose', 'geese')" in text, text
+    for cased in (
+        ("'Children'", "'CHILDREN'", "'children!'")
+        if "child'" in text
+        else ("'Geese'", "'GEESE'", "'geese!'")
+    ):
+        assert cased in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
 def test_only_a_lower_case_word_is_cased() -> None:
-    assert case_variants("'apple', 2") == ["'APPLE', 2", "'Apple', 2"]
-    assert case_variants("word='goose'") == ["word='GOOSE'", "word='Goose'"]
+    assert case_variants("'apple', 2") == ["'APPLE', 2", "'Apple', 2", "'aPPLE', 2"]
+    assert case_variants("word='goose'") == ["word='GOOSE'", "word='Goose'", "word='gOOSE'"]
     assert case_variants("'Apple'") == []  # already cased: as written
     assert case_variants("'a-b', 'x'") == []  # neither a word of two letters or more
     assert case_variants("3") == []

@@ -129,6 +129,8 @@ def candidate_calls(
         values = chosen[arguments][1]
         for further, origin in combinations(parameters, values):
             add(further, origin, instance=instances[0])
+        for variant in case_variants(arguments):  # `'man'` went further: `'Man'`, `'MAN'`
+            add(variant, "values", instances[0])
         # What got it further, given to the calls people wrote too (by keyword, as it has a
         # default): `colored('Hello', 'red', 'on_black', force_color=True)`.
         extra = [

@@ -223,7 +223,10 @@ def further(checked: Sequence[Candidate], seen: Sequence[Mapping[str, Any]]) -> 
     base call did not, most such arcs first: `colored('abc', force_color=True)` gets past the
     early return that every other variation of termcolor's `colored` stopped at."""
     arcs = [{tuple(arc) for arc in item.get("arcs") or []} for item in seen]
-    base = next((i for i, c in enumerate(checked) if c.origin == "types"), None)
+    # The base call is the one of origin "types", or, where its arguments are those of a call
+    # people wrote (its pools start from their values: `plural('book')`), that call.
+    origins = ("types", "call site", "doctest")
+    base = next((i for o in origins for i, c in enumerate(checked) if c.origin == o), None)
     if base is None:
         return []
     new = {

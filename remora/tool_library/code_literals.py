@@ -209,10 +209,10 @@ def delimited_texts(module_literals: Sequence[str]) -> list[str]:
 
 
 def case_variants(arguments: str) -> list[str]:
-    """A call people wrote with its first lower-case word argument in capitals and capitalised
-    (`plural('apple')` gives `plural('APPLE')`, `plural('Apple')`): text code branches on case
-    (keeping a word's case in what it returns, title-casing), and only the written word is
-    sure to be one the code knows."""
+    """A call with its first lower-case word argument in capitals, capitalised and in mixed
+    case (`plural('man')` gives `plural('MAN')`, `plural('Man')`, `plural('mAN')`): text code
+    branches on case (keeping a word's case in what it returns, title-casing), and only a
+    word people wrote, or one that took the code somewhere, is sure to be one it knows."""
     try:
         call = ast.parse(f"_({arguments})", mode="eval").body
     except SyntaxError:
@@ -223,7 +223,7 @@ def case_variants(arguments: str) -> list[str]:
             word = node.value
             if len(word) > 1 and word.isalpha() and word.islower():
                 found = []
-                for cased in (word.upper(), word.capitalize()):
+                for cased in (word.upper(), word.capitalize(), word[0] + word[1:].upper()):
                     node.value = cased
                     found.append(ast.unparse(call)[2:-1])
                 return found

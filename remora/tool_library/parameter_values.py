@@ -198,7 +198,7 @@ class InstanceFactory:
             parameters = parameters_of(init, method=True)
             defining = next((c for c in self.classes.values() if init in c.body), node)
             passed_on = callee_usage(init, None, defining)  # `self.get(text)`: what get takes
-            shaped = shapes(init, self.patterns)
+            shaped = shapes(init, self.patterns, defining, self.imports)
             table_word = read_words(node, self.bound)[:1]  # of its tables: Scale('century')
             for parameter in parameters:
                 if not parameter.annotation and parameter.default is None and not parameter.used_as:
@@ -245,7 +245,7 @@ def fill_pools(
     values, the module's literals of that type, its default. `values`: the module's literals
     and words (`literals(tree)`, `words(tree)`), when worked out once for all its functions."""
     owner = next((cls for cls in classes.values() if definition in cls.body), None)
-    boundaries = shapes(definition, factory.patterns)
+    boundaries = shapes(definition, factory.patterns, owner, factory.imports)
     module_literals, module_words = values or (literals(tree), words(tree))
     size = max(POOL_SIZE, VARIATIONS // max(1, len(parameters)))
     quoted = quoted_examples(definition)
@@ -277,8 +277,7 @@ def fill_pools(
         examples = quoted if kind == "str" else []
         tagged = delimited_texts(module_literals) if kind == "str" else []
         pool = [*examples[:2], *typed[:1], *near, *tagged, *typed[1:]]
-        if parameter.default is not None:
-            pool.append(parameter.default)
+        pool += [] if parameter.default is None else [parameter.default]
         if parameter.name in checked:  # what the `isinstance` check turns away
             pool.append("None")
         parameter.boundaries = near
@@ -297,10 +296,8 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
         optional = re.search(r"None|Optional", parameter.annotation)
         return [*STANDARD_VALUES[standard], *(["None"] if optional else [])]
     if kind in TYPE_VALUES:
-        values = list(TYPE_VALUES[kind])
-        if "None" in parameter.annotation or "Optional" in parameter.annotation:
-            values.append("None")
-        return values
+        nullable = "None" in parameter.annotation or "Optional" in parameter.annotation
+        return [*TYPE_VALUES[kind], *(["None"] if nullable else [])]
     members = union_kinds(parameter.annotation)
     made = union_standard_types(parameter.annotation, factory.imports)  # `datetime | int`
     if members or made:  # `str | bytes | list`: each member's values, the first member's first
@@ -315,6 +312,8 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
     sized = re.fullmatch(r"tuple\[(\d)\]", parameter.used_as)
     if sized:  # read item by item at positions 0 to n - 1 (parameter_types.usage)
         return sized_tuples(int(sized.group(1)))
+    if re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", parameter.default or ""):
+        return []  # `digest=hashlib.sha1`: the class uses one of that kind, never `3`
     return list(UNTYPED)
 
 

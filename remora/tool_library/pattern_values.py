@@ -21,6 +21,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 from remora.tool_library.code_literals import compared_literals
+from remora.tool_library.decoded_values import decoded_shapes
+from remora.tool_library.value_flow import origins
 
 MAX_PATTERN = 200
 """Characters of a pattern worth making text for (longer ones are rarely one format)."""
@@ -185,11 +187,19 @@ def pattern_shapes(
     return found
 
 
-def shapes(definition: ast.FunctionDef, patterns: Mapping[str, Pattern]) -> dict[str, list[str]]:
+def shapes(
+    definition: ast.FunctionDef,
+    patterns: Mapping[str, Pattern],
+    owner: ast.ClassDef | None = None,
+    imports: Mapping[str, str] | None = None,
+) -> dict[str, list[str]]:
     """Each name's values shaped by the code: the literals it is compared with and beside them,
-    then text the patterns that read it match."""
+    text the standard decoders that read it accept (decoded_values; `owner`: the class whose
+    methods read what it stores, `imports`: what the module's names stand for), then text the
+    patterns that read it match."""
     found = compared_literals(definition)
-    for name, texts in pattern_shapes(definition, patterns).items():
+    decoded = decoded_shapes(definition, owner, imports or {})
+    for name, texts in [*decoded.items(), *pattern_shapes(definition, patterns).items()]:
         found[name] = list(dict.fromkeys([*found.get(name, []), *texts]))
     return found
 
@@ -242,35 +252,3 @@ def matching(text: str, flags: int, lengths: tuple[int, ...] = (0, 5)) -> tuple[
     # Text of one character or none, or only spaces (`(?:^|_)(.)`, `\s+`, a pattern whose
     # parts are all optional at its simplest) shows no format.
     return tuple(dict.fromkeys(t for t in found if len(t) >= 2 and not t.isspace()))
-
-
-def origins(definition: ast.FunctionDef) -> dict[str, str]:
-    """The definition's locals made of one parameter alone, by assignment or loop, each with
-    that parameter: `for line in text.splitlines()`, `words = line.split()`, `for word in
-    words` give `word` -> `text`. A local made of two parameters has no one origin."""
-    arguments = definition.args
-    found = {a.arg: a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
-    steps: list[tuple[ast.expr, list[ast.expr]]] = []
-    for node in ast.walk(definition):
-        if isinstance(node, ast.Assign):
-            steps.append((node.value, node.targets))
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            steps.append((node.value, [node.target]))
-        elif isinstance(node, ast.For | ast.comprehension):
-            steps.append((node.iter, [node.target]))
-    changed = True
-    while changed:
-        changed = False
-        for value, targets in steps:
-            roots = {
-                found[n.id] for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in found
-            }
-            if len(roots) != 1:
-                continue
-            root = roots.pop()
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name) and name.id not in found:
-                        found[name.id] = root
-                        changed = True
-    return found
