@@ -1224,6 +1224,31 @@ def test_how_many_arguments_a_callable_parameter_is_called_with() -> None:
     assert callable_arities(init, timer, parameters_of(init, True)) == {"clock": 0}
 
 
+def test_a_parameter_a_builtin_calls_is_callable() -> None:
+    """toolz's `valmap(func, d)` runs `map(func, d.values())` and had been given `3`: a
+    function handed to `map`, `filter`, `functools.reduce` or a `key=` is called too."""
+    source = (
+        "import functools\n\n"
+        "def valmap(func, d):\n    return dict(zip(d, map(func, d.values())))\n\n"
+        "def pairs(func, a, b):\n    return list(map(func, a, b))\n\n"
+        "def keep(predicate, items, order):\n"
+        "    return sorted(filter(predicate, items), key=order)\n\n"
+        "def fold(step, items, start):\n    return functools.reduce(step, items, start)\n\n"
+        "def count(items, key):\n    return len(items)\n"  # named key, but not called
+    )
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = callable_arities(node, None, parameters_of(node, False))
+    assert found == {
+        "valmap": {"func": 1},
+        "pairs": {"func": 2},
+        "keep": {"predicate": 1, "order": 1},
+        "fold": {"step": 2},
+        "count": {},
+    }
+
+
 def test_a_parameter_read_as_a_function_is_callable_one_read_as_a_class_is_not() -> None:
     """decorator's `decorate(func, caller)` reads `func.__name__` and passes it to its own
     `inspect_sig`; it got strings, never a function, and nothing of it was pinned."""

@@ -3,7 +3,8 @@ many arguments as the parameter is called with, never a literal. A constructor t
 number where a later method calls a function passes only while nothing calls it: a test of that
 pins nothing a reviewer keeps, so such calls are refused (`degenerate`).
 
-A parameter is callable when the function calls it (`key(item)`), when a constructor stores it
+A parameter is callable when the function calls it (`key(item)`) or hands it to a call that
+calls it (`map(func, items)`, `sorted(items, key=key)`), when a constructor stores it
 (`self.key = key`) and a method of the class calls that attribute (`self.key(item)`), when
 its annotation says so (`Callable[[int], str]`, `callable`), or when the code reads it as a
 function (`func.__name__`, `inspect.signature(func)`)."""
@@ -33,6 +34,12 @@ FUNCTION_READERS = frozenset(
      "wraps", "unwrap", "getsource", "getsourcelines"}
 )  # fmt: skip
 """Calls (by their last name: `inspect.signature`) whose first argument is a function."""
+CALLERS = {"map": None, "filter": 1, "filterfalse": 1, "takewhile": 1, "dropwhile": 1,
+           "reduce": 2, "accumulate": 2, "starmap": None}  # fmt: skip
+"""Calls (by their last name) that call the function they are given first (`accumulate`'s
+second), with how many arguments (None: `map`'s as many as its iterables)."""
+KEY_CALLERS = frozenset({"sorted", "sort", "min", "max", "groupby", "nlargest", "nsmallest"})
+"""Calls that call their `key=` with one argument."""
 CLASS_READERS = frozenset({"isinstance", "issubclass", "isclass"})
 """Calls that read a parameter as a class (`issubclass(cls, Base)`, `isinstance(x, kind)`)."""
 CLASS_NAMED = ("cls", "klass", "class", "type")
@@ -61,6 +68,8 @@ def callable_arities(
     for node in ast.walk(definition):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
             found[node.func.id] = _arity(node)
+        elif isinstance(node, ast.Call):  # `map(func, items)`, `sorted(items, key=key)`
+            found = passed_to_callers(node, names) | found
     if owner is not None and definition.name == "__init__":
         stored = {
             target.attr: node.value.id
@@ -82,6 +91,20 @@ def callable_arities(
             ):
                 found[stored[node.func.attr]] = _arity(node)
     return found
+
+
+def passed_to_callers(call: ast.Call, names: Collection[str]) -> dict[str, int | None]:
+    """The parameters a call of CALLERS or KEY_CALLERS calls, with their arity: toolz's
+    `valmap(func, d)` runs `map(func, d.values())`, and had been given `3`."""
+    called = ast.unparse(call.func).rpartition(".")[2]
+    given: list[tuple[ast.expr, int | None]] = [
+        (k.value, 1) for k in call.keywords if k.arg == "key" and called in KEY_CALLERS
+    ]
+    if called in CALLERS and call.args:
+        position = 1 if called == "accumulate" else 0
+        arity = CALLERS[called] if called != "map" else len(call.args) - 1
+        given += [(call.args[position], arity)] if len(call.args) > position else []
+    return {n.id: a for n, a in given if isinstance(n, ast.Name) and n.id in names}
 
 
 def read_as_function(
