@@ -556,3 +556,29 @@ def test_a_call_that_sees_the_same_on_the_bare_instance_is_kept_on_that_one(
     )
     assert "Retrying(stop_func=never)" in stop and "Retrying()" in stop, stop
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+ITERATORS = """import itertools
+
+
+def cons(item, items: list):
+    return itertools.chain([item], items)
+
+
+def pairs(items: list):
+    return zip(items, items[1:])
+"""
+
+
+def test_an_iterator_of_the_builtins_or_itertools_is_listed_and_pinned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function that returns `itertools.chain(...)` or `zip(...)` returned nothing a test can
+    hold (its repr is an address); what it yields is its behaviour, as a generator's is."""
+    project = make_project(tmp_path, {"iterators": ITERATORS})
+    results = analyze(project, "pkg/iterators.py", capsys, monkeypatch)
+    text = written(results["cons"], "tests/test_iterators_cons.py", project)
+    assert "list(cons(" in text and "[3, 1, 2, 3]" in text, text
+    text = written(results["pairs"], "tests/test_iterators_pairs.py", project)
+    assert "list(pairs(" in text and "[(1, 2), (2, 3)]" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

@@ -201,6 +201,10 @@ def observe(module, path, lines, request, call, has_coverage, tracer=None):
             # A mapping's keys(), values() and items() (dict_keys, ItemsView): what they hold,
             # in the mapping's order, is their behaviour; their repr reads back as nothing.
             consumed = consumed or isinstance(value, collections.abc.MappingView)
+            # So do the iterators of the builtins and itertools a function returns (`zip`,
+            # `map`, `chain`): toolz's `concat`, `cons` and `partition` pinned nothing.
+            standard = type(value).__module__ in ("builtins", "itertools")
+            consumed = consumed or (standard and hasattr(value, "__next__"))
             if consumed:  # a generator's behaviour is what it yields: a test lists it
                 value = list(itertools.islice(value, GENERATED_ITEMS + 1))
         finally:
