@@ -71,14 +71,17 @@ def decoded_shapes(
     read = decoded_inputs(definition, imports)
     methods = [n for n in owner.body if isinstance(n, ast.FunctionDef)] if owner else []
     for method in methods:
-        attributes = decoded_inputs(method, imports).items()
-        read |= {name: used for name, used in attributes if name.startswith("self.")} | read
+        for name, used in decoded_inputs(method, imports).items():
+            if name.startswith("self."):  # what another method decodes of the instance
+                read.setdefault(name, used)
     stored = {
         f"self.{target.attr}": node.value.id
         for node in ast.walk(definition)
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
         for target in node.targets
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
     }
     found: dict[str, list[str]] = {}
     for name, used in read.items():
