@@ -2276,3 +2276,31 @@ def test_a_parameter_whose_only_value_is_its_default_does_not_stop_a_constructor
     constructors gave tests). A parameter with a default goes without."""
     instances = {c.instance for c in candidate_calls(TOKENS, "Token.__repr__")}
     assert "Token('abc', 'abc')" in instances and "Token()" not in instances, instances
+
+
+INDEX = '''class Index(int):
+    """A position in a list of `size` items."""
+
+    def __new__(cls, value: int, size: int):
+        if value >= size:
+            raise ValueError("past the end")
+        made = super().__new__(cls, value)
+        made.size = size
+        return made
+
+    def from_end(self) -> int:
+        return self.size - int(self)
+'''
+
+
+def test_a_class_built_by_its_new_is_built_with_its_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An int subclass has `__new__` and no `__init__` (dpath's `ListIndex(value,
+    list_length)`): it was built as `Index()`, which raised TypeError, and nothing of it was
+    tested."""
+    project = make_project(tmp_path, {"index": INDEX})
+    results = analyze(project, "pkg/index.py", capsys, monkeypatch)
+    text = written(results["Index.from_end"], "tests/test_index_Index_from_end.py", project)
+    assert "Index(3, 10)" in text or "Index(value=3, size=10)" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

@@ -111,9 +111,13 @@ def inherited_init(
 ) -> ast.FunctionDef | None:
     """The `__init__` that builds the class: its own, the one its fields make (a dataclass), or
     the nearest one of the module's classes it derives from (`Plain(Counter)` is built as
-    `Counter.__init__` says)."""
+    `Counter.__init__` says); a class with a `__new__` and no `__init__` is built as its
+    `__new__` says (an int subclass: dpath's `ListIndex(value, list_length)` was `ListIndex()`)."""
     for current in lineage(node, classes):
-        own = [m for m in current.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"]
+        methods = [m for m in current.body if isinstance(m, ast.FunctionDef)]
+        own = [m for m in methods if m.name == "__init__"] or [
+            m for m in methods if m.name == "__new__"
+        ]
         found = own[-1] if own else fields_init(current, classes)
         if found is not None:
             return found

@@ -217,7 +217,9 @@ class InstanceFactory:
             # A parameter with a default may go without (funcparserlib's `Token(type, value,
             # start=None, end=None)`: None, its only value, is its default).
             if all(p.pool or p.default is not None for p in parameters):
-                every = {p.name: p.pool[0] for p in parameters if p.pool}
+                every: dict[str, str] = {}  # distinct values: `Index(3, 10)`, not `Index(3, 3)`
+                for p in [p for p in parameters if p.pool]:
+                    every[p.name] = next((v for v in p.pool if v not in every.values()), p.pool[0])
                 typed.append(f"{name}({', '.join(call_arguments(parameters, every))})")
                 if all(p.pool[1:] or p.default is not None for p in parameters):
                     second = {p.name: p.pool[1] for p in parameters if p.pool[1:]}
@@ -278,8 +280,7 @@ def fill_pools(
         tagged = delimited_texts(module_literals) if kind == "str" else []
         pool = [*examples[:2], *typed[:1], *near, *tagged, *typed[1:]]
         pool += [] if parameter.default is None else [parameter.default]
-        if parameter.name in checked:  # what the `isinstance` check turns away
-            pool.append("None")
+        pool += ["None"] if parameter.name in checked else []  # what `isinstance` turns away
         parameter.boundaries = near
         parameter.pool = list(dict.fromkeys([*pool, *others]))[:size]
 
