@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from remora.tool_library.class_shapes import base_names
 from remora.tool_library.parameter_values import Parameter, Refusal
 from remora.tool_library.standard_values import CALLABLE_BUILTINS, union_members
+from remora.tool_library.value_flow import stored_attributes
 
 MAX_FUNCTIONS = 3
 """The module's functions tried for one callable parameter."""
@@ -71,16 +72,7 @@ def callable_arities(
         elif isinstance(node, ast.Call):  # `map(func, items)`, `sorted(items, key=key)`
             found = passed_to_callers(node, names) | found
     if owner is not None and definition.name == "__init__":
-        stored = {
-            target.attr: node.value.id
-            for node in ast.walk(definition)
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
-            for target in node.targets
-            if isinstance(target, ast.Attribute)
-            and isinstance(target.value, ast.Name)
-            and target.value.id == "self"
-            and node.value.id in names
-        }
+        stored = {a: name for a, name in stored_attributes(definition).items() if name in names}
         for node in ast.walk(owner):
             if (
                 isinstance(node, ast.Call)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
-from remora.tool_library.value_flow import inputs, origins
+from remora.tool_library.value_flow import inputs, origins, stored_attributes
 
 HELLO_HEX = "48656c6c6f20776f726c64"
 DECODERS: dict[str, list[str]] = {
@@ -74,15 +74,7 @@ def decoded_shapes(
         for name, used in decoded_inputs(method, imports).items():
             if name.startswith("self."):  # what another method decodes of the instance
                 read.setdefault(name, used)
-    stored = {
-        f"self.{target.attr}": node.value.id
-        for node in ast.walk(definition)
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
-        for target in node.targets
-        if isinstance(target, ast.Attribute)
-        and isinstance(target.value, ast.Name)
-        and target.value.id == "self"
-    }
+    stored = {f"self.{name}": value for name, value in stored_attributes(definition).items()}
     found: dict[str, list[str]] = {}
     for name, used in read.items():
         parameter = stored.get(name, name)

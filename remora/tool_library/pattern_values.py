@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from remora.tool_library.code_literals import compared_literals
 from remora.tool_library.decoded_values import decoded_shapes
-from remora.tool_library.value_flow import origins
+from remora.tool_library.value_flow import origins, stored_attributes
 
 MAX_PATTERN = 200
 """Characters of a pattern worth making text for (longer ones are rarely one format)."""
@@ -150,13 +150,7 @@ def pattern_shapes(
     `re.match(r"...", text)`, `PATTERN.match(self.uri)` where `self.uri = uri`, or a local made
     of it alone: `for word in text.split()`, then `MAC_MC.match(word)`), literals of text the
     pattern matches: a word the pattern reads is a text of one word."""
-    stored = {  # `self.uri = uri`, `self.uri: str = uri`
-        target.attr: node.value.id
-        for node in ast.walk(definition)
-        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Name)
-        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-    }
+    stored = stored_attributes(definition)  # `self.uri = uri`, `self.uri: str = uri`
     derived = origins(definition)
     found: dict[str, list[str]] = {}
     for node in ast.walk(definition):

@@ -56,3 +56,18 @@ def inputs(value: ast.expr, found: dict[str, str], attributes: bool = False) -> 
             and n.value.id == "self"
         }
     return roots
+
+
+def stored_attributes(definition: ast.FunctionDef) -> dict[str, str]:
+    """The attributes of `self` the definition sets to a name alone, with that name: `self.uri
+    = uri` and `self.uri: str = uri` give {"uri": "uri"} (what a constructor keeps of its
+    parameters, which its class's other methods then read)."""
+    return {
+        target.attr: node.value.id
+        for node in ast.walk(definition)
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Name)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    }
