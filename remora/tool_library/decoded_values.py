@@ -56,10 +56,12 @@ def decoded_inputs(definition: ast.FunctionDef, imports: Mapping[str, str]) -> d
     made_of = origins(definition, attributes=True)
     found: dict[str, str] = {}
     for node in ast.walk(definition):
-        if isinstance(node, ast.Call) and node.args and decoder(node, imports):
-            roots = inputs(node.args[0], made_of, attributes=True)
-            if len(roots) == 1:
-                found.setdefault(roots.pop(), decoder(node, imports))
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        used = decoder(node, imports)
+        roots = inputs(node.args[0], made_of, attributes=True) if used else set()
+        if len(roots) == 1:
+            found.setdefault(roots.pop(), used)
     return found
 
 

@@ -217,9 +217,7 @@ class InstanceFactory:
             # A parameter with a default may go without (funcparserlib's `Token(type, value,
             # start=None, end=None)`: None, its only value, is its default).
             if all(p.pool or p.default is not None for p in parameters):
-                every: dict[str, str] = {}  # distinct values: `Index(3, 10)`, not `Index(3, 3)`
-                for p in [p for p in parameters if p.pool]:
-                    every[p.name] = next((v for v in p.pool if v not in every.values()), p.pool[0])
+                every = distinct_values(parameters, {})  # `Index(3, 10)`, not `Index(3, 3)`
                 typed.append(f"{name}({', '.join(call_arguments(parameters, every))})")
                 if all(p.pool[1:] or p.default is not None for p in parameters):
                     second = {p.name: p.pool[1] for p in parameters if p.pool[1:]}
@@ -292,13 +290,12 @@ def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> 
     for name in [*annotated_class, named]:  # not `mnemonic: str` for a class `Mnemonic`
         if name in factory.classes:  # `Flag`, or a collection of them: `Iterable[Flag]`
             return held_in(parameter.annotation, name, factory.instances(name, depth))
+    none = ["None"] if re.search(r"None|Optional", parameter.annotation) else []  # `| None`
     standard = standard_type(parameter.annotation or parameter.used_as, factory.imports)
     if standard:  # `uuid.UUID(...)`, `datetime.date(...)`: built with the type's module
-        optional = re.search(r"None|Optional", parameter.annotation)
-        return [*STANDARD_VALUES[standard], *(["None"] if optional else [])]
+        return [*STANDARD_VALUES[standard], *none]
     if kind in TYPE_VALUES:
-        nullable = "None" in parameter.annotation or "Optional" in parameter.annotation
-        return [*TYPE_VALUES[kind], *(["None"] if nullable else [])]
+        return [*TYPE_VALUES[kind], *none]
     members = union_kinds(parameter.annotation)
     made = union_standard_types(parameter.annotation, factory.imports)  # `datetime | int`
     if members or made:  # `str | bytes | list`: each member's values, the first member's first
@@ -377,6 +374,14 @@ def combinations(
     return [(text, origin) for text, (origin, _) in variations(parameters, around).items()]
 
 
+def distinct_values(parameters: Sequence[Parameter], chosen: Mapping[str, str]) -> dict[str, str]:
+    """`chosen`, and each other parameter's first value none before it took: not `f(1, 1, 1)`."""
+    found = dict(chosen)
+    for p in [p for p in parameters if p.pool and p.name not in chosen]:
+        found[p.name] = next((v for v in p.pool if v not in found.values()), p.pool[0])
+    return found
+
+
 def variations(
     parameters: list[Parameter], around: Mapping[str, str] | None = None
 ) -> dict[str, tuple[str, dict[str, str]]]:
@@ -384,12 +389,7 @@ def variations(
     required = [p for p in parameters if p.default is None]
     if any(not p.pool for p in required):
         return {}
-    base: dict[str, str] = dict(around or {})
-    for parameter in required:
-        if parameter.name not in base:
-            used = set(base.values())
-            pool = parameter.pool
-            base[parameter.name] = next((v for v in pool if v not in used), pool[0])
+    base = distinct_values(required, around or {})
     calls = {", ".join(call_arguments(parameters, base)): ("types", base)}
     for parameter in parameters:
         for value in parameter.pool:
