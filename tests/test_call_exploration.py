@@ -1484,7 +1484,7 @@ def test_a_table_is_drawn_after_a_row_was_added_on_the_plainest_instance(
     first instance (built on a boundary, where what was put in may not fit)."""
     tree = ast.parse(TABLE)
     table = next(node for node in tree.body if isinstance(node, ast.ClassDef))
-    assert [method.name for method in mutators(table)] == ["add_row", "set_align"]
+    assert [method.name for method in mutators(table, {"Table": table})] == ["add_row", "set_align"]
     calls = candidate_calls(TABLE, "Table.add_row")
     assert calls[0].arguments.startswith("["), calls[0]
 

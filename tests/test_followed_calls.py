@@ -431,3 +431,81 @@ def test_a_callable_protocol_is_given_a_function_never_built() -> None:
     cases = [c.case("Box.copy") for c in candidate_calls(PROTOCOL, "Box.copy")]
     assert cases and not any("Copier(" in case for case in cases), cases
     assert "Box().copy(same)" in cases, cases
+
+
+SHELF = '''class _Rack:
+    def __init__(self):
+        self._entries = []
+
+    def _put(self, label, slot):
+        if not isinstance(slot, tuple) or len(slot) != 2:
+            raise ValueError("a slot is (row, column)")
+        self._entries.append((slot, label))
+
+
+class Shelf(_Rack):
+    """Labels kept by slot.
+
+    >>> shelf = Shelf()
+    >>> shelf.place('jam', (2, 3))
+    """
+
+    def place(self, label, slot):
+        self._put(label, slot)
+
+    def at(self, slot):
+        return [label for kept, label in self._entries if kept == slot]
+'''
+
+
+def test_what_was_put_in_is_looked_for_by_the_parameter_of_the_same_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`place(label, slot)` fills the shelf through its base's `_put` (a mutator by what it
+    calls of its own lineage), and `at(slot)` is asked for the slot it was given, by name, not
+    for its first argument (`at('jam')` finds nothing whatever `place` did). Before, `place`
+    was no mutator, `at` was only asked of an empty shelf, and `place` pinned nothing."""
+    project = make_project(tmp_path, {"shelf": SHELF})
+    results = analyze(project, "pkg/shelf.py", capsys, monkeypatch)
+    read_back = "    shelf.place('jam', (2, 3))\n    assert shelf.at((2, 3)) == ['jam']\n"
+    text = written(results["Shelf.at"], "tests/test_shelf_Shelf_at.py", project)
+    assert read_back in text, text
+    text = written(results["Shelf.place"], "tests/test_shelf_Shelf_place.py", project)
+    assert "    shelf.place('" in text and "    assert shelf.at((2, 3)) == ['" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+LEDGER = '''class Ledger:
+    def __init__(self, totals=None, table_class: type[dict] = dict):
+        self._table = table_class()
+        for name, amount in (totals or {}).items():
+            self[name] = amount
+
+    def __setitem__(self, name, amount):
+        if amount < 0:
+            raise ValueError("an amount is never negative")
+        self._table[name] = self._table.get(name, 0) + amount
+
+    def credit(self, name, amount):
+        self[name] = amount
+
+    def balances(self):
+        return sorted(self._table.items())
+'''
+
+
+def test_a_class_parameter_keeps_its_default_and_an_item_set_on_the_instance_fills_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`table_class: type[dict] = dict` is called (`table_class()`), but it is a class: given
+    `str` (a builtin a callable gets), every instance broke in its constructor, and flatdict's
+    `__setitem__` and `clear` were "not possible". And `credit` fills the ledger through
+    `self[name] = amount` (its `__setitem__`): it changes the instance, so `balances()` reads
+    it back after; it was no mutator, and its test pinned only None."""
+    calls = candidate_calls(LEDGER, "Ledger.credit")
+    assert calls and all("table_class" not in str(c.instance) for c in calls), calls
+    project = make_project(tmp_path, {"ledger": LEDGER})
+    results = analyze(project, "pkg/ledger.py", capsys, monkeypatch)
+    text = written(results["Ledger.credit"], "tests/test_ledger_Ledger_credit.py", project)
+    assert ".credit(" in text and ".balances() == [(" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

@@ -20,6 +20,7 @@ from remora.tool_library.call_sequences import (
     FOLLOWED,
     SEQUENCED,
     applied_calls,
+    echoed,
     followed_calls,
     read_after,
     setups,
@@ -147,19 +148,23 @@ def candidate_calls(
     people = [(c.arguments, c.origin) for c in found if c.origin != "model"][:2]
     sequenced = []
     if owner and instances[0] not in (None, owner):  # on an instance other calls filled
-        shared = parameters[0].pool[0] if parameters and parameters[0].pool else None
+        shared = {p.name: p.pool[0] for p in parameters if p.pool}  # put in, then looked for
         found_setups = setups(classes[owner], name, shared, module, factory)
         # Also on the plainest other instance (`Table()`): the first is often built on a
         # boundary (`Table(max_width=3)`) where what was put in cannot be read back.
         plain = [i for i in instances[1:] if i == f"{owner}()"] or instances[1:2]
         for setup in found_setups[:4]:
-            sequenced += [Candidate(a, instances[0], "sequence", setup) for a, _ in calls[:3]]
+            # Looked for with what the setup put in (`insert('duck', (50, 30, 53, 60))`,
+            # then `intersect((50, 30, 53, 60))`), then as the method's own calls.
+            echo = echoed(setup, classes[owner], classes, parameters)
+            own = [a for a, _ in calls if a not in echo][: 3 - len(echo)]
+            sequenced += [Candidate(a, instances[0], "sequence", setup) for a in [*echo, *own]]
             sequenced += [
                 Candidate(a, str(i), "sequence", setup) for i in plain for a, _ in calls[:1]
             ]
         # A builder's setter, or a mutator or remover that returns nothing: its effect shows
         # through a reader (of what it returned, of the instance).
-        changing = definition in mutators(classes[owner]) or removes(definition)
+        changing = definition in mutators(classes[owner], classes) or removes(definition)
         nothing = not gives_value(definition) and changing
         if returns_itself(definition) or nothing:
             sequenced = [
@@ -172,6 +177,7 @@ def candidate_calls(
                     module,
                     factory,
                     nothing,
+                    [p.name for p in parameters],
                 ),
                 *sequenced,
             ]
@@ -180,7 +186,12 @@ def candidate_calls(
     if made:  # an object of the module's whose behaviour shows when it is used: `.parse(...)`
         # The calls people wrote first (`parser.parse('2 * x')`): valid input, read back.
         followed = followed_calls(
-            classes[made], (people + calls)[:3], instances[0], module, factory
+            classes[made],
+            (people + calls)[:3],
+            instances[0],
+            module,
+            factory,
+            names=[p.name for p in parameters],
         )
         sequenced += followed[:FOLLOWED]
     elif wrapper is not None:  # a decorator's wrapper: applied, then called

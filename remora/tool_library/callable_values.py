@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Collection, Mapping, Sequence
 
 from remora.tool_library.class_shapes import base_names
@@ -82,7 +83,10 @@ def callable_arities(
                 and node.func.attr in stored
             ):
                 found[stored[node.func.attr]] = _arity(node)
-    return found
+    # A class it builds (flatdict's `dict_class: type[dict] = dict`, called `dict_class()`):
+    # its default is the class to use; `str` would make every instance break.
+    classes = {p.name for p in parameters if re.match(r"(typing\.)?[Tt]ype\[", p.annotation)}
+    return {name: arity for name, arity in found.items() if name not in classes}
 
 
 def passed_to_callers(call: ast.Call, names: Collection[str]) -> dict[str, int | None]:

@@ -9,6 +9,8 @@ import ast
 import re
 from collections.abc import Mapping
 
+from remora.tool_library.class_shapes import lineage
+
 GROWING = frozenset({"append", "add", "extend", "insert", "update", "setdefault", "appendleft"})
 """Methods of a held list, set or dict that put something in it."""
 REMOVING = frozenset({"clear", "pop", "popitem", "remove", "discard", "popleft"})
@@ -22,7 +24,7 @@ NOT_MUTATORS = frozenset(
 no call putting something into an instance."""
 
 
-def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
+def mutators(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast.FunctionDef]:
     """The class's public methods that put something into the instance: they assign one of its
     attributes (`self.count += 1`, `self.items[key] = value`) or grow one it holds
     (`self.receivers.append(...)`, `self._words.add(...)`), those taking arguments first (they
@@ -33,7 +35,7 @@ def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
     methods only `__setitem__` and `__setattr__` (FILLING): a container that is not a dict (a
     cache, a registry, a settings object) is filled by `store[key] = value` or `store.key =
     value` before its readers (`get`, `peek`, `pop`, `store.key`) are asked for the key."""
-    changing, growing = changing_methods(node)
+    changing, growing = changing_methods(node, classes)
     found: list[ast.FunctionDef] = []
     for method in node.body:
         if not isinstance(method, ast.FunctionDef) or method.name not in changing:
@@ -54,12 +56,19 @@ def mutators(node: ast.ClassDef) -> list[ast.FunctionDef]:
     return sorted(found, key=order)
 
 
-def changing_methods(node: ast.ClassDef) -> tuple[set[str], set[str]]:
-    """The names of the class's methods that change its instance, and of those that grow what
-    it holds (`self.rows.append(...)`, `+= 1`, `self.items[key] = value`) rather than only set
-    an attribute: directly, or by calling such a method of its own (`add_rows` calling
-    `self.add_row`)."""
-    methods = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.args.args]
+def changing_methods(
+    node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]
+) -> tuple[set[str], set[str]]:
+    """The names of the class's methods (and those it inherits from the module's classes) that
+    change its instance, and of those that grow what it holds (`self.rows.append(...)`, `+= 1`,
+    `self.items[key] = value`) rather than only set an attribute: directly, or by calling such
+    a method of its own (`add_rows` calling `self.add_row`; pyqtree's `Index.insert` calling
+    the `_insert` of its base)."""
+    own: dict[str, ast.FunctionDef] = {}
+    for member in (m for c in lineage(node, classes) for m in c.body):
+        if isinstance(member, ast.FunctionDef) and member.args.args:
+            own.setdefault(member.name, member)  # the nearest definition
+    methods = list(own.values())
     changing = {m.name for m in methods if any(changes(n, m.args.args[0].arg) for n in ast.walk(m))}
     growing = {m.name for m in methods if m.name in FILLING or fills(m)}
     for names in (changing, growing):
@@ -123,9 +132,12 @@ def removes(method: ast.FunctionDef) -> bool:
 
 
 def held(target: ast.expr, this: str) -> bool:
-    """Whether a target is `this`'s: `self.x`, `self.x[k]`, `self.x.y`."""
+    """Whether a target is `this`'s: `self.x`, `self.x[k]`, `self.x.y`, or an item of it
+    (`self[k] = v`, through its `__setitem__`: dotmap's `__setattr__`)."""
     if isinstance(target, ast.Tuple | ast.List):  # `self.year, self.month = year, month`
         return any(held(element, this) for element in target.elts)
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return target.value.id == this
     while isinstance(target, ast.Subscript | ast.Attribute | ast.Starred):
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             return target.value.id == this
@@ -243,7 +255,7 @@ def readers(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast
     call returned, whose behaviour shows only then. Not properties, static or class methods,
     generators, nor the methods that put something into the instance (`mutators`) but those
     that take nothing and give back a value (a table's `draw()`, which keeps its widths)."""
-    changing = {id(method) for method in mutators(node)}
+    changing = {id(method) for method in mutators(node, classes)}
     found: list[ast.FunctionDef] = []
     for method in node.body:
         if not isinstance(method, ast.FunctionDef) or method.name.startswith("_"):

@@ -73,8 +73,7 @@ TYPE_VALUES: dict[str, list[str]] = {
     "list": ["[1, 2, 3]", "[]", "['a', 'b']"],
     "tuple": ["(1, 2)", "()"],
     "set": ["{1, 2}", "{'a'}"],
-    # A mapping of sets too: graphs and dependency tables are dicts whose values are collections;
-    # and a tree of mappings (JSON-like data, nested configuration).
+    # Mappings of sets too (graphs, dependency tables), and a tree of them (JSON, configuration).
     "dict": ["{'a': 1, 'b': 2}", "{}", "{1: {2, 3}, 2: {3}, 3: {4}}", "{1: {2}, 2: {1}}", TREE],
     "none": ["None"],
 }
@@ -88,7 +87,6 @@ JSON-like data and trees are nested dicts, where `{'a': 1}` only reaches the top
 ALIASES = {"sequence": "list", "iterable": "list", "collection": "list", "mutablesequence": "list",
            "frozenset": "set", "mapping": "dict", "mutablemapping": "dict", "ordereddict": "dict",
            "defaultdict": "dict", "none": "none", "any": "", "object": ""}  # fmt: skip
-
 
 Refusal = Callable[[str], bool] | None
 """Whether a call's argument text is one no test should make (None: every one is fine)."""
@@ -284,6 +282,8 @@ def fill_pools(
 
 
 def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> list[str]:
+    if re.match(r"(typing\.)?[Tt]ype\[", parameter.annotation):  # a class, never `3`
+        return []  # flatdict's `dict_class: type[dict] = dict` gets its default
     kind = outer_type(parameter.annotation)
     annotated_class = re.findall(r"[A-Za-z_]\w*", parameter.annotation or parameter.used_as)
     named = snake_to_class(parameter.name, factory.classes) if kind not in TYPE_VALUES else ""
