@@ -475,7 +475,7 @@ def test_what_was_put_in_is_looked_for_by_the_parameter_of_the_same_name(
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
 
 
-LEDGER = '''class Ledger:
+LEDGER = """class Ledger:
     def __init__(self, totals=None, table_class: type[dict] = dict):
         self._table = table_class()
         for name, amount in (totals or {}).items():
@@ -491,7 +491,7 @@ LEDGER = '''class Ledger:
 
     def balances(self):
         return sorted(self._table.items())
-'''
+"""
 
 
 def test_a_class_parameter_keeps_its_default_and_an_item_set_on_the_instance_fills_it(
