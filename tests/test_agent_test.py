@@ -22,8 +22,10 @@ import pytest
 from remora.cli.main import main
 from remora.models.scripted.server import ScriptedModelServer, tool_call
 from remora.sandbox.commands import CommandRunner
+from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.callable_values import callable_arities, function_readers
 from remora.tool_library.case_checks import constructed_value
+from remora.tool_library.parameter_types import callee_usage
 from remora.tool_library.parameter_values import parameters_of
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
@@ -1247,6 +1249,28 @@ def test_a_parameter_a_builtin_calls_is_callable() -> None:
         "fold": {"step": 2},
         "count": {},
     }
+
+
+def test_a_constructor_parameter_is_what_the_class_uses_the_attribute_keeping_it_as() -> None:
+    """pylru's `WriteThroughCacheManager(store, size)` keeps `self.store = store` and reads
+    `self.store[key]`, `self.store.keys()` in its other methods: `store` was given `3`, and
+    every call of its 13 methods raised AttributeError (not pinned: the code raises nothing)."""
+    source = (
+        "class Mirror:\n"
+        "    def __init__(self, backing, limit):\n"
+        "        self.backing = backing\n"
+        "        self.limit = limit\n"
+        "        self.hits = 0\n\n"
+        "    def names(self):\n"
+        "        return sorted(self.backing.keys())[: self.limit]\n"
+    )
+    tree = ast.parse(source)
+    owner = tree.body[0]
+    assert isinstance(owner, ast.ClassDef) and isinstance(owner.body[0], ast.FunctionDef)
+    assert callee_usage(owner.body[0], tree, owner) == {"backing": "dict"}
+    instances = {str(c.instance) for c in candidate_calls(source, "Mirror.names")}
+    assert "Mirror({'a': 1, 'b': 2}, 3)" in instances, instances
+    assert not any(i.startswith("Mirror(3,") for i in instances), instances
 
 
 def test_a_parameter_read_as_a_function_is_callable_one_read_as_a_class_is_not() -> None:

@@ -16,7 +16,7 @@ import pytest
 import remora.tool_library.call_probe as call_probe
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.callable_values import fitting_functions
-from remora.tool_library.method_roles import readers, result_class, returned_function
+from remora.tool_library.method_roles import mutators, readers, result_class, returned_function
 from remora.tool_library.parameter_types import usage
 from remora.tool_library.parameter_values import union_kinds
 from tests.test_call_exploration import (
@@ -508,4 +508,68 @@ def test_a_class_parameter_keeps_its_default_and_an_item_set_on_the_instance_fil
     results = analyze(project, "pkg/ledger.py", capsys, monkeypatch)
     text = written(results["Ledger.credit"], "tests/test_ledger_Ledger_credit.py", project)
     assert ".credit(" in text and ".balances() == [(" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+TAGS = """class _Paths:
+    def __init__(self):
+        self._root = {}
+
+    def _set_path(self, word):
+        node = self._root
+        for letter in word:
+            node = node.setdefault(letter, {})
+        node["."] = True
+
+    def has(self, word):
+        node = self._root
+        for letter in word:
+            if letter not in node:
+                return False
+            node = node[letter]
+        return "." in node
+
+    def words(self, node=None, prefix=""):
+        node = self._root if node is None else node
+        found = [prefix] if "." in node else []
+        for letter in sorted(key for key in node if key != "."):
+            found += self.words(node[letter], prefix + letter)
+        return found
+
+
+class Tags:
+    def __init__(self):
+        self._paths = _Paths()
+
+    def add(self, word):
+        self._paths._set_path(word)
+
+    def clear(self):
+        self._paths = _Paths()
+
+    def __contains__(self, word):
+        return self._paths.has(word)
+
+    def __iter__(self):
+        return iter(self._paths.words())
+"""
+
+
+def test_a_container_filled_through_what_it_holds_is_read_back_through_its_protocol(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`add` puts the word in through `self._paths._set_path(word)` (a method named for
+    setting, of an object the instance holds, which sets through the node it walked to), so
+    it is a mutator; `Tags` has no public method that gives a value back (`clear` returns
+    nothing: no reader), so what `add` did is read through `list(tags)` and `in`. pygtrie's
+    `PrefixSet.add` and `Trie.__setitem__` pinned nothing."""
+    tree = ast.parse(TAGS)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert [m.name for m in mutators(classes["Tags"], classes)] == ["add", "clear"]
+    assert [m.name for m in mutators(classes["_Paths"], classes)] == []  # `_set_path`: private
+    assert [m.name for m in readers(classes["Tags"], classes)] == ["__iter__", "__contains__"]
+    project = make_project(tmp_path, {"tags": TAGS})
+    results = analyze(project, "pkg/tags.py", capsys, monkeypatch)
+    text = written(results["Tags.add"], "tests/test_tags_Tags_add.py", project)
+    assert "    tags.add('" in text and "    assert list(tags) == ['" in text, text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)

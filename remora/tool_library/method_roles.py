@@ -17,6 +17,12 @@ REMOVING = frozenset({"clear", "pop", "popitem", "remove", "discard", "popleft"}
 """Methods of a held list, set or dict that take something out of it."""
 FILLING = frozenset({"__setitem__", "__setattr__"})
 """The special methods that fill an instance, written as statements: `store[key] = value`."""
+SETTING = re.compile(r"_*(set|add|insert|put|push|store|register)(_|$)")
+"""Names of methods that put something in (`_set_node`, `add_item`, `register`): called on an
+object the instance holds (`self._trie._set_node_if_no_prefix(key)`), they change it."""
+SPECIAL_READERS = ("__iter__", "__contains__", "__len__")
+"""What a container shows of what it holds (written `list(x)`, `'a' in x`, `len(x)`), read
+after the public readers."""
 NOT_MUTATORS = frozenset(
     {"property", "setter", "staticmethod", "classmethod", "abstractmethod", "contextmanager"}
 )
@@ -69,12 +75,42 @@ def changing_methods(
         if isinstance(member, ast.FunctionDef) and member.args.args:
             own.setdefault(member.name, member)  # the nearest definition
     methods = list(own.values())
-    changing = {m.name for m in methods if any(changes(n, m.args.args[0].arg) for n in ast.walk(m))}
+    changing = {
+        m.name
+        for m in methods
+        if any(changes(n, m.args.args[0].arg) for n in ast.walk(m)) or sets_through(m)
+    }
     growing = {m.name for m in methods if m.name in FILLING or fills(m)}
     for names in (changing, growing):
         while more := {m.name for m in methods if m.name not in names and calls_own(m, names)}:
             names |= more
     return changing, growing
+
+
+def sets_through(method: ast.FunctionDef) -> bool:
+    """Whether a method named for setting (SETTING) assigns through an object it reached from
+    its instance: pygtrie's `_set_node` walks `node = self._root` down, then sets
+    `node.value = value`."""
+    if SETTING.match(method.name) is None:
+        return False
+    this = method.args.args[0].arg
+    reached = {  # `node = self._root`, `node = node.children...`
+        target.id
+        for n in ast.walk(method)
+        if isinstance(n, ast.Assign)
+        and this in {x.id for x in ast.walk(n.value) if isinstance(x, ast.Name)}
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
+    return any(
+        isinstance(n, ast.Assign | ast.AugAssign)
+        and any(
+            held(t, name)
+            for name in reached
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        )
+        for n in ast.walk(method)
+    )
 
 
 def fills(method: ast.FunctionDef) -> bool:
@@ -108,7 +144,8 @@ def changes(node: ast.AST, this: str) -> bool:
     if isinstance(node, ast.AugAssign | ast.AnnAssign):
         return held(node.target, this)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        return node.func.attr in GROWING and held(node.func.value, this)
+        named = node.func.attr in GROWING or SETTING.match(node.func.attr) is not None
+        return named and held(node.func.value, this)
     return False
 
 
@@ -254,10 +291,15 @@ def readers(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast
     (a parser's `parse(text)`, not its `then(other)`): what a test asks of an object another
     call returned, whose behaviour shows only then. Not properties, static or class methods,
     generators, nor the methods that put something into the instance (`mutators`) but those
-    that take nothing and give back a value (a table's `draw()`, which keeps its widths)."""
+    that take nothing and give back a value (a table's `draw()`, which keeps its widths).
+    After them, the container protocol it defines (SPECIAL_READERS: `list(x)`, `'a' in x`,
+    `len(x)`): pygtrie's `PrefixSet.add('abc')` had no public reader to show what it did."""
     changing = {id(method) for method in mutators(node, classes)}
     found: list[ast.FunctionDef] = []
+    special: dict[str, ast.FunctionDef] = {}
     for method in node.body:
+        if isinstance(method, ast.FunctionDef) and method.name in SPECIAL_READERS:
+            special[method.name] = method
         if not isinstance(method, ast.FunctionDef) or method.name.startswith("_"):
             continue
         names = {ast.unparse(d).rsplit(".", 1)[-1] for d in method.decorator_list}
@@ -267,9 +309,11 @@ def readers(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast
             continue  # what puts something in; not a table's `draw()` that keeps its widths
         if any(isinstance(inner, ast.Yield | ast.YieldFrom) for inner in own_nodes(method)):
             continue
+        if not gives_value(method):  # `clear()`, `discard()` raising NotImplementedError
+            continue
         if not returns_itself(method) and result_class(method, node.name, classes) != node.name:
             found.append(method)
-    return found
+    return found + [special[name] for name in SPECIAL_READERS if name in special]
 
 
 def gives_value(method: ast.FunctionDef) -> bool:

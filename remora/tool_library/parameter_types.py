@@ -8,9 +8,12 @@ what it is there. The syntax tree (ast) and the docstring (docstring_parser)."""
 from __future__ import annotations
 
 import ast
+import copy
 import re
 
 import docstring_parser
+
+from remora.tool_library.value_flow import stored_attributes
 
 STR_METHODS = frozenset(dir(str)) - frozenset(dir(list)) - frozenset(dir(dict))
 LIST_METHODS = frozenset({"append", "extend", "insert", "sort", "pop", "remove"})
@@ -214,7 +217,34 @@ def callee_usage(
         for position, argument in enumerate(node.args[: len(names)]):
             if isinstance(argument, ast.Name) and uses.get(names[position]):
                 found.setdefault(argument.id, uses[names[position]])
-    return found
+    return kept_usage(definition, owner) | found
+
+
+def kept_usage(definition: ast.FunctionDef, owner: ast.ClassDef | None) -> dict[str, str]:
+    """What a constructor's parameter kept as `self.x = x` is used as by the class's other
+    methods (`self.store[key]`, `self.store.keys()`): pylru's `WriteThroughCacheManager(store,
+    size)` was given `store=3`, and every call of it raised AttributeError."""
+    if owner is None or definition.name != "__init__":
+        return {}
+    kept = {a: name for a, name in stored_attributes(definition).items() if name != "self"}
+    found: dict[str, str] = {}
+    for method in owner.body:
+        if isinstance(method, ast.FunctionDef) and method is not definition and kept:
+            read = _AsNames(kept).visit(copy.deepcopy(method))
+            found = usage(read) | found
+    return {name: kind for name, kind in found.items() if name in kept.values()}
+
+
+class _AsNames(ast.NodeTransformer):
+    """`self.store` read as the name of the parameter it keeps (`store`), for `usage`."""
+
+    def __init__(self, kept: dict[str, str]) -> None:
+        self.kept = kept
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in self.kept:
+            return ast.copy_location(ast.Name(self.kept[node.attr], ast.Load()), node)
+        return self.generic_visit(node)
 
 
 def keyed_dicts(definition: ast.FunctionDef) -> dict[str, list[str]]:
