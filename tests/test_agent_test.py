@@ -25,7 +25,7 @@ from remora.sandbox.commands import CommandRunner
 from remora.tool_library.call_candidates import candidate_calls
 from remora.tool_library.callable_values import callable_arities, function_readers
 from remora.tool_library.case_checks import constructed_value
-from remora.tool_library.parameter_types import callee_usage
+from remora.tool_library.parameter_types import callee_usage, usage
 from remora.tool_library.parameter_values import parameters_of
 
 DEMO = Path(__file__).parent.parent / "examples" / "demo"
@@ -1271,6 +1271,51 @@ def test_a_constructor_parameter_is_what_the_class_uses_the_attribute_keeping_it
     instances = {str(c.instance) for c in candidate_calls(source, "Mirror.names")}
     assert "Mirror({'a': 1, 'b': 2}, 3)" in instances, instances
     assert not any(i.startswith("Mirror(3,") for i in instances), instances
+
+
+def test_a_parameter_whose_reads_are_a_temporal_types_is_given_that_type() -> None:
+    """rfc3339's `_string(d, timezone)` reads `d.year` to `d.second`, `_timedelta_to_seconds(td)`
+    `td.days`, `td.seconds`: they were given `3` and `'abc'`, and nothing was pinned. A name
+    whose every read is an attribute of datetime, date or timedelta, one of them its own, gets
+    that type; `d.replace(...)` alone says nothing (text has `replace` too), nor does a flag
+    named `use_...` get anything but a bool."""
+    source = (
+        "def stamp(moment, zone, use_seconds):\n"
+        "    text = '%04d-%02d-%02dT%02d:%02d' % (moment.year, moment.month, moment.day,\n"
+        "                                         moment.hour, moment.minute)\n"
+        "    return text + zone\n\n"
+        "def total(span):\n    return span.days * 86400 + span.seconds\n\n"
+        "def label(day):\n    return f'{day.year}/{day.month} {day.isoformat()}'\n\n"
+        "def swap(word):\n    return word.replace('a', 'b')\n"
+    )
+    used = {
+        node.name: usage(node)
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef)
+    }
+    assert used["stamp"]["moment"] == "datetime.datetime"
+    assert used["total"] == {"span": "datetime.timedelta"}
+    assert used["label"] == {"day": "datetime.date"}
+    assert used["swap"] == {"word": "str"}
+    first = candidate_calls(source, "total")[0].arguments
+    assert first == "datetime.timedelta(days=1)", first
+    flags = {c.arguments.rsplit(", ", 1)[-1] for c in candidate_calls(source, "stamp")}
+    assert flags <= {"True", "False"}, flags
+
+
+def test_a_parameter_whose_length_is_compared_is_given_values_of_those_lengths() -> None:
+    """mnemonic's `to_mnemonic(data: bytes)` raises unless `len(data)` is 16, 20, 24, 28 or 32:
+    it was given only `b'abc'`, and its one test was the ValueError. The shortest and longest
+    of the lengths the code asks for, in the parameter's type."""
+    source = (
+        "def words(data: bytes) -> int:\n"
+        "    if len(data) not in [16, 20, 24]:\n"
+        "        raise ValueError('16, 20 or 24 bytes')\n"
+        "    return data[0] * 2\n"
+    )
+    given = [c.arguments for c in candidate_calls(source, "words")]
+    assert given[1:3] == ["b'abcdefghijklmnop'", "b'abcdefghijklmnopqrstuvwx'"], given
+    assert not any(g.startswith(("'", "[")) for g in given), given  # text or lists: not bytes
 
 
 def test_a_parameter_read_as_a_function_is_callable_one_read_as_a_class_is_not() -> None:

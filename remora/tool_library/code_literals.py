@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+import string
 from collections.abc import Mapping, Sequence
 
 
@@ -30,6 +31,7 @@ def compared_literals(definition: ast.FunctionDef) -> dict[str, list[str]]:
     """For each name the body compares with a number or string: that literal and, for numbers,
     its neighbours (the boundary and both sides of it)."""
     found: dict[str, list[str]] = {}
+    lengths: dict[str, list[object]] = {}  # `len(data) in [16, 20, 24]`
     for node in ast.walk(definition):
         if not isinstance(node, ast.Compare):
             continue
@@ -43,6 +45,10 @@ def compared_literals(definition: ast.FunctionDef) -> dict[str, list[str]]:
                 for constant in constants:
                     if name and isinstance(constant, ast.Constant):
                         found.setdefault(name, []).extend(neighbours(constant.value))
+                    elif measured(name_node) and isinstance(constant, ast.Constant):
+                        lengths.setdefault(measured(name_node), []).append(constant.value)
+    for name, sizes in lengths.items():
+        found.setdefault(name, []).extend(sized_values(sizes))
     for name, values in text_shapes(definition).items():
         found.setdefault(name, []).extend(values)
     return {name: list(dict.fromkeys(values)) for name, values in found.items()}
@@ -79,6 +85,30 @@ def text_shapes(definition: ast.FunctionDef) -> dict[str, list[str]]:
         if 0 < len(argument.value) <= 10:
             shaped = SHAPED_BY[method](argument.value)
             found.setdefault(owner.id, []).extend(repr(text) for text in shaped)
+    return found
+
+
+def measured(node: ast.expr) -> str:
+    """The name whose length a node is (`len(data)`), or ""."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "len" and node.args:
+        return node.args[0].id if isinstance(node.args[0], ast.Name) else ""
+    return ""
+
+
+MAX_LENGTH = 64
+"""The longest value made to a length the code asks for."""
+
+
+def sized_values(sizes: Sequence[object]) -> list[str]:
+    """Text, a list and bytes of the shortest and the longest of the lengths the code compares
+    a name's length with (fill_pools keeps those of its type): mnemonic's `to_mnemonic(data)`
+    takes 16 to 32 bytes (`len(data) not in [16, 20, 24, 28, 32]`) and was given only `b'abc'`,
+    so its one test was the ValueError."""
+    fitting = sorted({n for n in sizes if type(n) is int and 2 <= n <= MAX_LENGTH})
+    found = []
+    for n in dict.fromkeys(fitting[:1] + fitting[-1:]):
+        text = (string.ascii_lowercase * 3)[:n]
+        found += [repr(text), repr(list(range(1, n + 1))), repr(text.encode())]
     return found
 
 

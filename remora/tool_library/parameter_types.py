@@ -34,9 +34,9 @@ NAMED_TYPES = by_name(
     }
 )
 """What an unannotated parameter's name says it holds, where its use says nothing."""
-FLAG_PREFIXES = ("is_", "has_", "should_")
-"""A name that asks a yes-or-no question holds a bool (chevron's `is_standalone` was given
-`[1, 2]`)."""
+FLAG_PREFIXES = ("is_", "has_", "should_", "use_", "allow_")
+"""A name that asks a yes-or-no question, or says whether to use or allow something, holds a
+bool (chevron's `is_standalone` was given `[1, 2]`, rfc3339's `use_system_timezone` `3`)."""
 TEXT_ARGUMENTS = frozenset(
     {"split", "rsplit", "startswith", "endswith", "find", "rfind", "rindex", "replace"}
     | {"partition", "rpartition", "removeprefix", "removesuffix"}
@@ -97,6 +97,7 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
     `[1, 2]` and `'abc'`, and its tests pinned the IndexError and ValueError they raise)."""
     found: dict[str, str] = {}
     positions: dict[str, set[object]] = {}  # the constants each name is subscripted with
+    attributes: dict[str, set[str]] = {}  # what is read of each name: `d.year`, `td.days`
     for node in ast.walk(definition):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             # `items[i]` or `len(items)` reads a length of its own: no fixed size (None).
@@ -129,6 +130,7 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
             found.setdefault(node.args[0].id, "str")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             name, attribute = node.value.id, node.attr
+            attributes.setdefault(name, set()).add(attribute)
             if attribute in STR_METHODS:
                 found.setdefault(name, "str")
             elif attribute in DICT_METHODS:
@@ -162,7 +164,31 @@ def usage(definition: ast.FunctionDef) -> dict[str, str]:
             found.setdefault(name, f"tuple[{len(read)}]")
     # `mdict['hours']`: only a mapping takes a string key.
     keyed = [name for name, read in positions.items() if any(isinstance(k, str) for k in read)]
-    return found | dict.fromkeys(keyed, "dict")
+    temporal = {name: temporal_kind(read) for name, read in attributes.items()}
+    return found | dict.fromkeys(keyed, "dict") | {n: k for n, k in temporal.items() if k}
+
+
+TEMPORAL = {  # what each reads of its own, then all it has (`d.replace(...)` is a str's too)
+    "datetime.timedelta": ({"days", "seconds", "microseconds"}, {"total_seconds"}),
+    "datetime.date": ({"year", "month", "day"}, {"weekday", "isoweekday", "isoformat",
+                      "isocalendar", "strftime", "toordinal", "replace", "timetuple", "ctime"}),
+    "datetime.datetime": ({"year", "month", "day", "hour", "minute", "second", "microsecond",
+                          "tzinfo"}, {"fold", "utcoffset", "timestamp", "date", "time", "dst",
+                          "astimezone", "tzname", "utctimetuple"}),
+}  # fmt: skip
+"""The standard temporal types by what code reads of them, the narrowest first."""
+
+
+def temporal_kind(read: set[str]) -> str:
+    """The temporal type (TEMPORAL) whose attributes are all a name's reads, where one of them
+    is its own (`d.year`, `d.hour`, `d.isoformat()`: a datetime; `td.days`: a timedelta), or
+    "": rfc3339's `_string(d)` read `d.year` to `d.second` and was given `3` and `'abc'`."""
+    has: set[str] = set()
+    for kind, (own, more) in TEMPORAL.items():
+        has = (has if kind != "datetime.timedelta" else set()) | own | more
+        if read & own and read <= has:
+            return kind
+    return ""
 
 
 MAX_POSITIONS = 6

@@ -100,6 +100,8 @@ def standard_type(text: str, imports: Mapping[str, str]) -> str:
         parts[0] = STREAMS.get(imports.get(parts[0], parts[0]).replace("typing.", ""), parts[0])
     if len(parts) != 1 or not re.fullmatch(r"[A-Za-z_][\w.]*", parts[0]):
         return ""
+    if parts[0] in STANDARD_VALUES and "." in parts[0]:  # written through its module
+        return parts[0]
     head, _, rest = parts[0].partition(".")
     dotted = imports.get(head, head) + (f".{rest}" if rest else "")
     return dotted if dotted in STANDARD_VALUES else ""
