@@ -573,3 +573,25 @@ def test_a_container_filled_through_what_it_holds_is_read_back_through_its_proto
     text = written(results["Tags.add"], "tests/test_tags_Tags_add.py", project)
     assert "    tags.add('" in text and "    assert list(tags) == ['" in text, text
     assert "passed" in passes_under_pytest(project / "tests", tmp_path)
+
+
+TALLY = """class Tally(dict):
+    def __setitem__(self, key, count):
+        if not isinstance(key, str):
+            raise TypeError("a key is text")
+        super().__setitem__(key, count)
+"""
+
+
+def test_of_a_mutator_the_call_that_changed_the_instance_is_kept_not_the_one_that_did_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tally['a'] = 3` on a Tally holding `'a': 3` takes every branch and changes nothing;
+    the branch cover chose it alone of the calls that returned, and a test of it asserts
+    nothing (addict's `Dict.__setitem__` was "not possible"). The call that put a new key in
+    is kept."""
+    project = make_project(tmp_path, {"tally": TALLY})
+    results = analyze(project, "pkg/tally.py", capsys, monkeypatch)
+    text = written(results["Tally.__setitem__"], "tests/test_tally_Tally___setitem__.py", project)
+    assert "    assert tally == {" in text, text
+    assert "passed" in passes_under_pytest(project / "tests", tmp_path)

@@ -87,6 +87,12 @@ def select_calls(
             continue
         if assertable(first, module_classes, module_name):
             usable.append((candidate, first))
+    # Of a call that only ever returns None (a mutator), the calls that changed nothing pin
+    # nothing beside those that did: addict's `d['a'] = 3` on a Dict holding `'a': 3` took
+    # every branch, so the cover chose it alone and no test was written.
+    returns = [seen for _, seen in usable if seen.get("outcome") == "returned"]
+    if all(seen.get("value") == "None" for seen in returns):
+        usable = [item for item in usable if not unseen(item[1])] or usable
     # Where nothing else can be pinned, what a call that draws at random returns every time:
     # its kind (petname's `name()`, a word of its list: `return None` is then caught).
     chosen = cover(on_the_plainest(usable)) or drawn[:1]
