@@ -45,9 +45,9 @@ def setups(
     each in order given the method's own first values `shared`, by name (what is put in is
     what is then looked for: `insert(3, bbox)` before `intersect(bbox)`; where no name is
     shared, the first value first: `add('abc')` before `search('abc')`) and its own base
-    call, each alone and
-    followed by the first mutator that takes none (`finalize()`): a keyword tree searched, a
-    cache read, only after something was put in. The caller keeps the first four."""
+    call, each alone and followed by the first mutator that takes none (`finalize()`): a
+    keyword tree searched, a cache read, only after something was put in. The caller keeps
+    the first four."""
     written: list[tuple[str, str]] = []  # as people call them: `setSolarDate(2017, 6, 24)`
     steps: list[tuple[str, str]] = []
     finishing: list[tuple[str, str]] = []

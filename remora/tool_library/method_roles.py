@@ -31,9 +31,10 @@ no call putting something into an instance."""
 
 
 def mutators(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> list[ast.FunctionDef]:
-    """The class's public methods that put something into the instance: they assign one of its
-    attributes (`self.count += 1`, `self.items[key] = value`) or grow one it holds
-    (`self.receivers.append(...)`, `self._words.add(...)`), those taking arguments first (they
+    """The class's public methods that put something into the instance (`changing_methods`):
+    they assign one of its attributes or items (`self.count += 1`, `self.items[key] = value`,
+    `self[key] = value`) or grow one it holds (`self.receivers.append(...)`,
+    `self._trie._set_node(...)`), those taking arguments first (they
     add, where one without finishes: `finalize()`), and of those the ones that grow what it
     holds before the ones that only set an attribute (a table's `add_row` before its
     `set_max_width`: its readers draw what was put in). Properties, static and class methods are
