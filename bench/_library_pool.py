@@ -22,6 +22,7 @@ import ast
 import hashlib
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -166,6 +167,14 @@ def make_project(
         f"# bench/test_quality.py --draw: {entry.name} {entry.version}, unchanged; see SOURCE.md.\n"
         f'[project]\nname = "{entry.name}"\nversion = "{entry.version}"\ndependencies = []\n\n'
         '[tool.pytest.ini_options]\npythonpath = ["."]\n'
+    )
+    # Installed, as a user's project is in the environment they test it in: a package that
+    # asks importlib.metadata for its own version (semantic_version, uuid6) imports only so;
+    # until 2026-12-01 neither tool could import them, and both measured 0 of their mutants.
+    info = root / f"{re.sub(r'[-_.]+', '_', entry.name)}-{entry.version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {entry.name}\nVersion: {entry.version}\n"
     )
     (root / "SOURCE.md").write_text(
         f"# {entry.name} {entry.version}\n\nDrawn by bench/test_quality.py from its pool: the "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -273,3 +274,38 @@ def test_no_mutant_goes_in_a_unittest_case_the_module_ships(
     library = test_quality.library_of("pkg", tmp_path, "pkg.sums", "pkg/sums.py")
     functions = {mutant.function for mutant in test_quality.make_mutants(library)}
     assert functions == {"total"}
+
+
+def test_a_drawn_library_is_installed_as_a_users_project_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """semantic_version and uuid6 ask importlib.metadata for their own version when imported:
+    made into a project without metadata, neither tool could import them (0 of their mutants
+    for both). The project holds the package's metadata, as an installed one would."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import _library_pool as pool  # type: ignore[import-not-found]
+
+    sdist = tmp_path / "sdist"
+    (sdist / "src" / "stamped_pkg").mkdir(parents=True)
+    (sdist / "src" / "stamped_pkg" / "__init__.py").write_text(  # as semantic_version does
+        "import importlib.metadata\n\n__version__ = importlib.metadata.version(__package__)\n\n\n"
+        + "".join(f"def f{n}(x):\n    return x + {n}\n\n\n" for n in range(6))
+    )
+    entry = pool.PoolEntry(
+        "stamped-pkg",
+        "1.2.3",
+        "stamped_pkg",
+        "src/stamped_pkg",
+        "MIT",
+        None,
+        ("src/stamped_pkg/__init__.py",),
+    )
+    drawn = pool.make_project(entry, sdist, "0" * 64, tmp_path / "project", random.Random(0))
+    imported = subprocess.run(
+        [sys.executable, "-c", "import stamped_pkg; print(stamped_pkg.__version__)"],
+        cwd=drawn.root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert imported.stdout.strip() == "1.2.3", imported.stderr
