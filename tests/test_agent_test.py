@@ -1318,6 +1318,30 @@ def test_a_parameter_whose_length_is_compared_is_given_values_of_those_lengths()
     assert not any(g.startswith(("'", "[")) for g in given), given  # text or lists: not bytes
 
 
+def test_an_instance_is_built_with_the_authors_defaults_first_but_never_a_shared_one() -> None:
+    """json5's `Parser(msg, fname, pos=0)` was only ever built with `pos=10`, past the end of
+    any text it was given, so `parse()` only raised IndexError. An instance with the defaults
+    left to the signature comes first; a mutable default (`items=[]`) is given a value even
+    there: every instance built on it, and every test, would share one list."""
+    source = (
+        "class Reader:\n"
+        "    def __init__(self, msg, fname, pos=0):\n"
+        "        self.msg, self.fname, self.pos = msg, fname, pos\n\n"
+        "    def peek(self):\n"
+        "        return self.msg[self.pos]\n\n\n"
+        "class Cart:\n"
+        "    def __init__(self, owner, items=[]):\n"
+        "        self.owner, self.items = owner, items\n\n"
+        "    def count(self):\n"
+        "        return len(self.items)\n"
+    )
+    readers = list(dict.fromkeys(str(c.instance) for c in candidate_calls(source, "Reader.peek")))
+    assert readers[0] == "Reader('abc', 'Hello world')", readers
+    assert any("pos=" in reader for reader in readers[1:]), readers
+    carts = {str(c.instance) for c in candidate_calls(source, "Cart.count")}
+    assert all("items=" in cart for cart in carts), carts
+
+
 def test_a_parameter_read_as_a_function_is_callable_one_read_as_a_class_is_not() -> None:
     """decorator's `decorate(func, caller)` reads `func.__name__` and passes it to its own
     `inspect_sig`; it got strings, never a function, and nothing of it was pinned."""

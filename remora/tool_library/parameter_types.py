@@ -27,7 +27,7 @@ def by_name(names_of: dict[str, str]) -> dict[str, str]:
 
 NAMED_TYPES = by_name(
     {
-        "str": "name text path sku key label title word prefix suffix separator sep line s",
+        "str": "name text path sku key label title word prefix suffix separator sep line s msg fname",
         "int": "count n size number index width quantity amount limit i k ms millis",
         "float": "price rate ratio factor seconds secs timeout delay interval",
         "list": "items values elements sequence seq array rows",
@@ -86,6 +86,10 @@ def named_type(name: str) -> str:
     last = name.rsplit("_", 1)[-1]
     flag = "bool" if name.startswith(FLAG_PREFIXES) else ""
     return NAMED_TYPES.get(name) or flag or (NAMED_TYPES.get(last, "") if len(last) > 1 else "")
+
+
+def annotation(arg: ast.arg) -> str:
+    return ast.unparse(arg.annotation) if arg.annotation is not None else ""
 
 
 def usage(definition: ast.FunctionDef) -> dict[str, str]:

@@ -34,6 +34,7 @@ from remora.tool_library.code_literals import (
     words,
 )
 from remora.tool_library.parameter_types import (
+    annotation,
     callee_usage,
     documented,
     keyed_dicts,
@@ -64,8 +65,7 @@ TYPE_VALUES: dict[str, list[str]] = {
     "complex": ["1j"],
     # Two indented lines, the first a sentence: what code that splits or wraps lines reads.
     "str": ["'abc'", "'Hello world'", "''", "'a-b_c 1'", "'  Hello world.\\n    Second line'"],
-    # A byte with the high bit set too: binary formats (varints, UTF-8) read on while it is;
-    # and a 32-bit and a 64-bit big-endian 1: the fields binary protocols read.
+    # A high-bit byte (varints, UTF-8 read on while it is set); 32- and 64-bit big-endian 1s.
     "bytes": ["b'abc'", "b''", "b'\\xff\\x01'", FOUR, EIGHT],
     "bytearray": ["bytearray(b'abc')", "bytearray()", "bytearray(b'\\xff\\x01')"],
     "memoryview": [f"memoryview({b})" for b in ("b'abc'", "b''", FOUR, EIGHT)],
@@ -137,10 +137,6 @@ def parameters_of(definition: ast.FunctionDef, method: bool) -> list[Parameter]:
     return found
 
 
-def annotation(arg: ast.arg) -> str:
-    return ast.unparse(arg.annotation) if arg.annotation is not None else ""
-
-
 class InstanceFactory:
     """Constructor calls of the module's classes: from call sites, the model's completions and
     the constructor's own parameters (one level deep)."""
@@ -184,9 +180,9 @@ class InstanceFactory:
             ]
             self.building.discard(name)
             return list(dict.fromkeys(built))[:4]
-        # Most trusted first: calls people wrote, then values of the constructor's types (its
-        # defaults last: a mutable default is shared by every instance built on it, and so by
-        # its methods' tests), then the model's completions, then a bare `C()`.
+        # Most trusted first: calls people wrote, values of the constructor's types (a mutable
+        # default given one: every instance built on it, and every test, shares it), the
+        # model's completions, then a bare `C()`.
         written = [f"{name}({arguments})" for arguments in call_sites(name, False, self.sources)]
         written += self.examples.get(name, [])
         proposed = list(self.constructors)
@@ -212,11 +208,14 @@ class InstanceFactory:
             if refused is not None:  # no literal where the class calls a function
                 written = [t for t in written if not refused(t[len(name) + 1 : -1])]
                 proposed = [arguments for arguments in proposed if not refused(arguments)]
-            # A parameter with a default may go without (funcparserlib's `Token(type, value,
-            # start=None, end=None)`: None, its only value, is its default).
+            # A defaulted parameter may go without (funcparserlib's `Token(..., start=None)`).
             if all(p.pool or p.default is not None for p in parameters):
-                every = distinct_values(parameters, {})  # `Index(3, 10)`, not `Index(3, 3)`
-                typed.append(f"{name}({', '.join(call_arguments(parameters, every))})")
+                # The author's defaults first (json5's `Parser(msg, fname)`, not only `pos=10`).
+                shared = ("[", "{", "list(", "dict(", "set(")  # a mutable default
+                kept = [p for p in parameters if p.default is None or p.default.startswith(shared)]
+                needed = distinct_values(kept, {})
+                for chosen in (needed, distinct_values(parameters, needed)):  # `Index(3, 10)`
+                    typed.append(f"{name}({', '.join(call_arguments(parameters, chosen))})")
                 if all(p.pool[1:] or p.default is not None for p in parameters):
                     second = {p.name: p.pool[1] for p in parameters if p.pool[1:]}
                     typed.append(f"{name}({', '.join(call_arguments(parameters, second))})")
