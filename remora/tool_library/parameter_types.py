@@ -27,7 +27,8 @@ def by_name(names_of: dict[str, str]) -> dict[str, str]:
 
 NAMED_TYPES = by_name(
     {
-        "str": "name text path sku key label title word prefix suffix separator sep line s msg fname",
+        "str": "name text path sku key label title word prefix suffix sep separator line s msg "
+        "fname",
         "int": "count n size number index width quantity amount limit i k ms millis",
         "float": "price rate ratio factor seconds secs timeout delay interval",
         "list": "items values elements sequence seq array rows",
