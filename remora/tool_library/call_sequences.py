@@ -14,7 +14,7 @@ from remora.tool_library.call_forms import source_of
 from remora.tool_library.call_sites import call_sites
 from remora.tool_library.callable_values import refusal
 from remora.tool_library.candidate import Candidate, ModuleFacts
-from remora.tool_library.class_shapes import lineage
+from remora.tool_library.class_shapes import methods_of
 from remora.tool_library.code_literals import literal_kind
 from remora.tool_library.doctest_examples import doctest_calls
 from remora.tool_library.method_roles import changing_methods, mutators, readers
@@ -86,11 +86,7 @@ def echoed(
     if not setup:
         return []
     method, arguments = setup[0]
-    definition = next(
-        (m for c in lineage(node, classes) for m in c.body
-         if isinstance(m, ast.FunctionDef) and m.name == method),
-        None,
-    )  # fmt: skip
+    definition = methods_of(node, classes).get(method)
     if definition is None:
         return []
     names = [p.name for p in parameters_of(definition, method=True)]

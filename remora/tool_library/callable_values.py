@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
 from collections.abc import Collection, Mapping, Sequence
 
 from remora.tool_library.class_shapes import base_names
+from remora.tool_library.parameter_types import names_a_class
 from remora.tool_library.parameter_values import Parameter, Refusal
 from remora.tool_library.standard_values import CALLABLE_BUILTINS, union_members
 from remora.tool_library.value_flow import stored_attributes
@@ -85,7 +85,7 @@ def callable_arities(
                 found[stored[node.func.attr]] = _arity(node)
     # A class it builds (flatdict's `dict_class: type[dict] = dict`, called `dict_class()`):
     # its default is the class to use; `str` would make every instance break.
-    classes = {p.name for p in parameters if re.match(r"(typing\.)?[Tt]ype\[", p.annotation)}
+    classes = {p.name for p in parameters if names_a_class(p.annotation)}
     return {name: arity for name, arity in found.items() if name not in classes}
 
 

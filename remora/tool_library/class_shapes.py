@@ -142,6 +142,18 @@ def abstract(node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]) -> bool:
     )
 
 
+def methods_of(
+    node: ast.ClassDef, classes: Mapping[str, ast.ClassDef]
+) -> dict[str, ast.FunctionDef]:
+    """The methods the class has, its own and those it inherits from the module's classes, by
+    name: the nearest definition of each (the one a call on its instance runs)."""
+    found: dict[str, ast.FunctionDef] = {}
+    for member in (m for current in lineage(node, classes) for m in current.body):
+        if isinstance(member, ast.FunctionDef):
+            found.setdefault(member.name, member)
+    return found
+
+
 def overrides(classes: Mapping[str, ast.ClassDef], receiver: str, owner: str, name: str) -> bool:
     """Whether `receiver`, a subclass of `owner`, or a class between them defines the method
     `name`: a test on a receiver's instance would then run that code, not the owner's."""

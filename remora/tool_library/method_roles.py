@@ -9,7 +9,7 @@ import ast
 import re
 from collections.abc import Mapping
 
-from remora.tool_library.class_shapes import lineage
+from remora.tool_library.class_shapes import methods_of
 
 GROWING = frozenset({"append", "add", "extend", "insert", "update", "setdefault", "appendleft"})
 """Methods of a held list, set or dict that put something in it."""
@@ -71,11 +71,7 @@ def changing_methods(
     `self.items[key] = value`) rather than only set an attribute: directly, or by calling such
     a method of its own (`add_rows` calling `self.add_row`; pyqtree's `Index.insert` calling
     the `_insert` of its base)."""
-    own: dict[str, ast.FunctionDef] = {}
-    for member in (m for c in lineage(node, classes) for m in c.body):
-        if isinstance(member, ast.FunctionDef) and member.args.args:
-            own.setdefault(member.name, member)  # the nearest definition
-    methods = list(own.values())
+    methods = [m for m in methods_of(node, classes).values() if m.args.args]
     changing = {
         m.name
         for m in methods

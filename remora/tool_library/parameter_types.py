@@ -93,6 +93,12 @@ def annotation(arg: ast.arg) -> str:
     return ast.unparse(arg.annotation) if arg.annotation is not None else ""
 
 
+def names_a_class(text: str) -> bool:
+    """Whether an annotation takes a class itself (`type[dict]`, `Type[Node]`): called, it
+    builds an instance, and its default is the class to use (flatdict's `dict_class`)."""
+    return re.match(r"(typing\.)?[Tt]ype\[", text) is not None
+
+
 def usage(definition: ast.FunctionDef) -> dict[str, str]:
     """The type each name's use in the body suggests: a str-only method called on it, a list
     or dict method, arithmetic with it, iterating over it; a string key (`mdict['hours']`)

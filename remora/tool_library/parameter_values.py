@@ -39,6 +39,7 @@ from remora.tool_library.parameter_types import (
     documented,
     keyed_dicts,
     named_type,
+    names_a_class,
     sized_tuples,
     usage,
 )
@@ -281,7 +282,7 @@ def fill_pools(
 
 
 def typed_values(parameter: Parameter, factory: InstanceFactory, depth: int) -> list[str]:
-    if re.match(r"(typing\.)?[Tt]ype\[", parameter.annotation):  # a class, never `3`
+    if names_a_class(parameter.annotation):  # a class, never `3`
         return []  # flatdict's `dict_class: type[dict] = dict` gets its default
     kind = outer_type(parameter.annotation)
     annotated_class = re.findall(r"[A-Za-z_]\w*", parameter.annotation or parameter.used_as)
